@@ -1,0 +1,125 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"astro/commands"
+)
+
+// Envelope is the body of every response (spec 2.1).
+type Envelope struct {
+	Success    bool        `json:"success"`
+	HasError   bool        `json:"hasError"`
+	StatusCode string      `json:"statusCode"`
+	Data       any         `json:"data,omitempty"`
+	Error      *AstroError `json:"error,omitempty"`
+}
+
+// AstroError describes a failed call (spec 2.3).
+type AstroError struct {
+	Message          string              `json:"message"`
+	TechnicalError   string              `json:"technicalError,omitempty"`
+	AdditionalErrors []string            `json:"additionalErrors,omitempty"`
+	ValidationErrors map[string][]string `json:"validationErrors,omitempty"`
+}
+
+// statusNames are the statusCode values of spec 2.2.
+var statusNames = map[int]string{
+	100: "Continue", 101: "SwitchingProtocols", 102: "Processing", 103: "EarlyHints",
+	200: "OK", 201: "Created", 202: "Accepted", 203: "NonAuthoritativeInformation", 204: "NoContent",
+	205: "ResetContent", 206: "PartialContent", 207: "MultiStatus", 208: "AlreadyReported", 226: "IMUsed",
+	300: "MultipleChoices", 301: "MovedPermanently", 302: "Found", 303: "SeeOther", 304: "NotModified",
+	305: "UseProxy", 306: "Unused", 307: "TemporaryRedirect", 308: "PermanentRedirect",
+	400: "BadRequest", 401: "Unauthorized", 402: "PaymentRequired", 403: "Forbidden", 404: "NotFound",
+	405: "MethodNotAllowed", 406: "NotAcceptable", 407: "ProxyAuthenticationRequired", 408: "RequestTimeout",
+	409: "Conflict", 410: "Gone", 411: "LengthRequired", 412: "PreconditionFailed", 413: "RequestEntityTooLarge",
+	414: "RequestUriTooLong", 415: "UnsupportedMediaType", 416: "RequestedRangeNotSatisfiable",
+	417: "ExpectationFailed", 421: "MisdirectedRequest", 422: "UnprocessableEntity", 423: "Locked",
+	424: "FailedDependency", 426: "UpgradeRequired", 428: "PreconditionRequired", 429: "TooManyRequests",
+	431: "RequestHeaderFieldsTooLarge", 451: "UnavailableForLegalReasons",
+	500: "InternalServerError", 501: "NotImplemented", 502: "BadGateway", 503: "ServiceUnavailable",
+	504: "GatewayTimeout", 505: "HttpVersionNotSupported", 506: "VariantAlsoNegotiates",
+	507: "InsufficientStorage", 508: "LoopDetected", 510: "NotExtended", 511: "NetworkAuthenticationRequired",
+}
+
+// StatusName is the spec 2.2 name of an HTTP status.
+func StatusName(status int) string { return statusNames[status] }
+
+// statusOf is the one mapping from application error codes to HTTP.
+func statusOf(code string) int {
+	switch code {
+	case commands.EInvalid:
+		return http.StatusBadRequest
+	case commands.EUnauthorized:
+		return http.StatusUnauthorized
+	case commands.EForbidden:
+		return http.StatusForbidden
+	case commands.ENotFound:
+		return http.StatusNotFound
+	case commands.EMethod:
+		return http.StatusMethodNotAllowed
+	case commands.EConflict:
+		return http.StatusConflict
+	case commands.ETooLarge:
+		return http.StatusRequestEntityTooLarge
+	case commands.EMediaType:
+		return http.StatusUnsupportedMediaType
+	case commands.EUnprocessable:
+		return http.StatusUnprocessableEntity
+	case commands.ETooManyRequest:
+		return http.StatusTooManyRequests
+	case commands.EUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, env Envelope) {
+	env.StatusCode = StatusName(status)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(env) // the client went away; nothing to do
+}
+
+func writeOK(w http.ResponseWriter, data any) {
+	writeJSON(w, http.StatusOK, Envelope{Success: true, Data: data})
+}
+
+// ErrorEnvelope is the envelope and HTTP status of a failure. Only an
+// application error's message reaches the client; a 500 says nothing of its
+// cause, and the request id lets the client quote it.
+func ErrorEnvelope(err error, requestID string) (int, Envelope) {
+	var e *commands.Error
+	if !errors.As(err, &e) {
+		e = &commands.Error{Code: commands.EInternal, Err: err}
+	}
+	status := statusOf(e.Code)
+	msg := e.Message
+	if status == http.StatusInternalServerError || msg == "" {
+		msg = "Something went wrong on our side; try again later."
+	}
+	return status, Envelope{HasError: true, StatusCode: StatusName(status), Error: &AstroError{
+		Message:          msg,
+		TechnicalError:   e.Code + "; request " + requestID,
+		ValidationErrors: e.Fields,
+	}}
+}
+
+// writeError answers err in the envelope and logs its cause.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	reqID := w.Header().Get("X-Request-Id")
+	status, env := ErrorEnvelope(err, reqID)
+	lvl := slog.LevelDebug
+	if status >= 500 {
+		lvl = slog.LevelError
+	}
+	log.Log(r.Context(), lvl, "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "request_id", reqID, "err", err)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="astro"`)
+	}
+	writeJSON(w, status, env)
+}

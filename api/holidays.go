@@ -1,0 +1,194 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"astro/commands"
+	"astro/commands/holidays"
+	"astro/events"
+	"astro/query"
+)
+
+// createHolidayRequest is the body of POST /api/data/holidays.
+type createHolidayRequest struct {
+	Reason    *string  `json:"reason"`
+	Type      string   `json:"type"`
+	DateFrom  string   `json:"dateFrom"`
+	DateTo    string   `json:"dateTo"`
+	CountryID flexList `json:"countryId"`
+	Resources flexList `json:"resources"`
+}
+
+// HolidayUpdateDto is spec 2.5.
+type HolidayUpdateDto struct {
+	Reason *string `json:"reason"`
+}
+
+// ResourceDto is a resource as upstream services send it and get it back.
+type ResourceDto struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	CountryCode string `json:"countryCode"`
+	IsActive    bool   `json:"isActive"`
+	IsGuest     bool   `json:"isGuest"`
+}
+
+// flexList accepts what clients send for a list of ids: a list of strings,
+// a single string, or a list of {"id": ...} objects (the shape of
+// HolidayResourceDto).
+type flexList []string
+
+func (l *flexList) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*l = nil
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*l = flexList{s}
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return err
+	}
+	out := make(flexList, 0, len(items))
+	for _, it := range items {
+		var s string
+		if err := json.Unmarshal(it, &s); err != nil {
+			var obj struct{ ID string }
+			if err := json.Unmarshal(it, &obj); err != nil {
+				return fmt.Errorf("list items must be strings or objects with an id")
+			}
+			s = obj.ID
+		}
+		out = append(out, s)
+	}
+	*l = out
+	return nil
+}
+
+func (s *Server) holidayRoutes() {
+	const base = "/api/data/holidays"
+	rt := s.router
+	rt.POST(base, s.authed(s.createHoliday))
+	rt.GET(base+"/:id", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+		q := r.URL.Query()
+		opts := query.ListOptions{Filter: q.Get("$filter"), OrderBy: q.Get("$orderby"), Top: q.Get("$top"), Skip: q.Get("$skip")}
+		var data any
+		var err error
+		switch id := p.ByName("id"); id {
+		case "global":
+			data, err = s.cfg.HolidayQueries.Global(r.Context(), c.WorkspaceID, opts)
+		case "country":
+			data, err = s.cfg.HolidayQueries.Country(r.Context(), c.WorkspaceID, opts)
+		case "resource":
+			data, err = s.cfg.HolidayQueries.Resource(r.Context(), c.WorkspaceID, opts)
+		default:
+			data, err = s.getHoliday(r, c, id)
+		}
+		if err != nil {
+			return err
+		}
+		writeOK(w, data)
+		return nil
+	}))
+	rt.GET(base+"/:id/:what", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+		if p.ByName("what") != "history" {
+			return notFoundRoute(r)
+		}
+		h, err := s.cfg.HolidayHistory.History(r.Context(), c.WorkspaceID, p.ByName("id"))
+		if err != nil {
+			return err
+		}
+		writeOK(w, h)
+		return nil
+	}))
+	rt.PUT(base+"/:id", s.authed(s.renameHoliday))
+	rt.PUT("/api/data/resources/:id", s.authed(s.upsertResource))
+}
+
+func (s *Server) getHoliday(r *http.Request, c commands.Caller, id string) (any, error) {
+	if !validGUID(id) {
+		return nil, commands.Invalid(map[string][]string{"id": {"The id must be a GUID."}})
+	}
+	if asOf := r.URL.Query().Get("asOf"); asOf != "" {
+		at, err := time.Parse(time.RFC3339Nano, asOf)
+		if err != nil {
+			return nil, commands.Invalid(map[string][]string{"asOf": {"asOf must be an RFC 3339 time, e.g. 2027-01-01T12:00:00Z."}})
+		}
+		return s.cfg.HolidayHistory.AsOf(r.Context(), c.WorkspaceID, id, at)
+	}
+	return s.cfg.HolidayQueries.Get(r.Context(), c.WorkspaceID, id)
+}
+
+func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
+	var req createHolidayRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	id, res, err := s.cfg.Holidays.Create.Handle(r.Context(), holidays.Create{
+		Caller: c, Reason: req.Reason, Type: req.Type, DateFrom: req.DateFrom, DateTo: req.DateTo,
+		CountryIDs: req.CountryID, ResourceIDs: req.Resources,
+	})
+	if err != nil {
+		return err
+	}
+	return s.answerHoliday(w, r, c, id, res.Seq)
+}
+
+func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+	id := p.ByName("id")
+	if !validGUID(id) {
+		return commands.Invalid(map[string][]string{"id": {"The id must be a GUID."}})
+	}
+	var req HolidayUpdateDto
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	res, err := s.cfg.Holidays.Rename.Handle(r.Context(), holidays.Rename{Caller: c, HolidayID: id, Reason: req.Reason})
+	if err != nil {
+		return err
+	}
+	return s.answerHoliday(w, r, c, id, res.Seq)
+}
+
+// answerHoliday answers with the holiday as the read model has it once it
+// reflects the write.
+func (s *Server) answerHoliday(w http.ResponseWriter, r *http.Request, c commands.Caller, id string, seq uint64) error {
+	s.settle(r, s.cfg.HolidaysProjected, seq)
+	h, err := s.cfg.HolidayQueries.Get(r.Context(), c.WorkspaceID, id)
+	if err != nil {
+		return err
+	}
+	writeOK(w, h)
+	return nil
+}
+
+func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+	var req ResourceDto
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	cmd := holidays.UpsertResource{Caller: c, ResourceID: p.ByName("id"), Name: req.Name, CountryCode: req.CountryCode, IsActive: req.IsActive, IsGuest: req.IsGuest}
+	res, err := s.cfg.Holidays.UpsertResource.Handle(r.Context(), cmd)
+	if err != nil {
+		return err
+	}
+	s.settle(r, s.cfg.HolidaysProjected, res.Seq)
+	writeOK(w, ResourceDto{ID: cmd.ResourceID, Name: cmd.Name, CountryCode: cmd.CountryCode, IsActive: cmd.IsActive, IsGuest: cmd.IsGuest})
+	return nil
+}
+
+// validGUID accepts the canonical form the API hands out.
+func validGUID(id string) bool { return events.ValidUUID(id) }

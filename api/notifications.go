@@ -1,0 +1,191 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"astro/commands"
+	"astro/commands/notifications"
+	"astro/events"
+	"astro/query"
+)
+
+// NotificationUnreadCountDto is spec 2.4.
+type NotificationUnreadCountDto struct {
+	UnreadCount int `json:"unreadCount"`
+}
+
+// NotificationTotalCountDto answers GET /notifications/count.
+type NotificationTotalCountDto struct {
+	TotalCount int `json:"totalCount"`
+}
+
+// NotificationTimestampDto answers the mark operations.
+type NotificationTimestampDto struct {
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// sendRequest is the body of POST /api/data/notifications.
+type sendRequest struct {
+	RecipientID      string          `json:"recipientId"`
+	SenderID         string          `json:"senderId"`
+	NotificationType string          `json:"notificationType"`
+	Subject          string          `json:"subject"`
+	Message          string          `json:"message"`
+	Data             json.RawMessage `json:"data"`
+}
+
+func (s *Server) notificationRoutes() {
+	const base = "/api/data/notifications"
+	rt := s.router
+	rt.GET(base, s.authed(s.listNotifications))
+	rt.POST(base, s.authed(s.sendNotification))
+	// /unreadcount and /count.
+	rt.GET(base+"/:name", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+		switch p.ByName("name") {
+		case "unreadcount":
+			return s.unreadCount(w, r, c)
+		case "count":
+			return s.notificationCount(w, r, c)
+		}
+		return notFoundRoute(r)
+	}))
+	// /markallread, and /{id}/markread, /{id}/markunread.
+	rt.POST(base+"/:name", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+		if p.ByName("name") != "markallread" {
+			return notFoundRoute(r)
+		}
+		at, res, err := s.cfg.Notifications.MarkAllRead.Handle(r.Context(), notifications.MarkAllRead{Caller: c})
+		return s.answerTimestamp(w, r, at, res, err)
+	}))
+	rt.POST(base+"/:name/:action", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+		id := p.ByName("name")
+		switch p.ByName("action") {
+		case "markread":
+			at, res, err := s.cfg.Notifications.MarkRead.Handle(r.Context(), notifications.MarkRead{Caller: c, NotificationID: id})
+			return s.answerTimestamp(w, r, at, res, err)
+		case "markunread":
+			at, res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
+			return s.answerTimestamp(w, r, at, res, err)
+		}
+		return notFoundRoute(r)
+	}))
+	// /deleteall, and /delete/{id}.
+	rt.DELETE(base+"/:name", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+		if p.ByName("name") != "deleteall" {
+			return notFoundRoute(r)
+		}
+		res, err := s.cfg.Notifications.DeleteAll.Handle(r.Context(), notifications.DeleteAll{Caller: c})
+		return s.answerEmpty(w, r, res, err)
+	}))
+	rt.DELETE(base+"/:name/:id", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+		if p.ByName("name") != "delete" {
+			return notFoundRoute(r)
+		}
+		res, err := s.cfg.Notifications.Delete.Handle(r.Context(), notifications.Delete{Caller: c, NotificationID: p.ByName("id")})
+		return s.answerEmpty(w, r, res, err)
+	}))
+}
+
+func notFoundRoute(r *http.Request) error {
+	return commands.Errorf(commands.ENotFound, "No such endpoint: %s.", r.URL.Path)
+}
+
+func (s *Server) unreadCount(w http.ResponseWriter, r *http.Request, c commands.Caller) error {
+	n, err := s.cfg.NotificationQueries.UnreadCount(r.Context(), c.WorkspaceID, c.UserID)
+	if err != nil {
+		return err
+	}
+	writeOK(w, NotificationUnreadCountDto{UnreadCount: n})
+	return nil
+}
+
+func (s *Server) notificationCount(w http.ResponseWriter, r *http.Request, c commands.Caller) error {
+	total, _, err := s.cfg.NotificationQueries.Count(r.Context(), c.WorkspaceID, c.UserID)
+	if err != nil {
+		return err
+	}
+	writeOK(w, NotificationTotalCountDto{TotalCount: total})
+	return nil
+}
+
+func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
+	q := r.URL.Query()
+	f := query.NotificationFilter{LastID: q.Get("lastId"), SenderID: q.Get("senderId")}
+	v := commands.Validation{}
+	if f.LastID != "" && !events.ValidUUID(f.LastID) {
+		v.Add("lastId", "lastId must be a UUID.")
+	}
+	// Both notificationTypes=a,b and notificationTypes=a&notificationTypes=b.
+	for _, t := range q["notificationTypes"] {
+		for _, t := range strings.Split(t, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				f.NotificationTypes = append(f.NotificationTypes, t)
+			}
+		}
+	}
+	if flat := q.Get("asFlatList"); flat != "" {
+		b, err := strconv.ParseBool(flat)
+		if err != nil {
+			v.Add("asFlatList", "asFlatList must be true or false.")
+		}
+		f.Flat = b
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	page, err := s.cfg.NotificationQueries.List(r.Context(), c.WorkspaceID, c.UserID, f)
+	if err != nil {
+		return err
+	}
+	writeOK(w, page)
+	return nil
+}
+
+func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
+	var req sendRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	sent, res, err := s.cfg.Notifications.Send.Handle(r.Context(), notifications.Send{
+		Caller: c, RecipientID: req.RecipientID, SenderID: req.SenderID, NotificationType: req.NotificationType,
+		Subject: req.Subject, Message: req.Message, Data: req.Data,
+	})
+	if err != nil {
+		return err
+	}
+	s.settle(r, s.cfg.NotificationsProjected, res.Seq)
+	writeOK(w, SentDto(sent))
+	return nil
+}
+
+// SentDto is the NotificationDto of a notification just sent.
+func SentDto(e events.NotificationSent) query.NotificationDto {
+	return query.NotificationDto{
+		ID: e.NotificationID, SenderID: e.SenderID, NotificationType: e.NotificationType,
+		CreateDate: e.CreateDate, Subject: e.Subject, Message: e.Message, Data: e.Data,
+	}
+}
+
+func (s *Server) answerTimestamp(w http.ResponseWriter, r *http.Request, at time.Time, res commands.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	s.settle(r, s.cfg.NotificationsProjected, res.Seq)
+	writeOK(w, NotificationTimestampDto{Timestamp: at})
+	return nil
+}
+
+func (s *Server) answerEmpty(w http.ResponseWriter, r *http.Request, res commands.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	s.settle(r, s.cfg.NotificationsProjected, res.Seq)
+	writeOK(w, nil)
+	return nil
+}

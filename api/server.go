@@ -1,0 +1,251 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"astro/api/auth"
+	"astro/commands"
+	"astro/commands/holidays"
+	"astro/commands/notifications"
+	"astro/events"
+	"astro/query"
+	"astro/query/history"
+)
+
+// Verifier checks a bearer token.
+type Verifier interface {
+	Verify(ctx context.Context, token string) (auth.Claims, error)
+}
+
+// Waiter reports when a read model has caught up with a log position.
+type Waiter interface {
+	WaitFor(ctx context.Context, seq uint64) error
+}
+
+// Config holds the server's dependencies and limits.
+type Config struct {
+	Verifier Verifier
+
+	Notifications          *notifications.Handlers
+	NotificationQueries    *query.Notifications
+	NotificationsProjected Waiter
+
+	Holidays          *holidays.Handlers
+	HolidayQueries    *query.Holidays
+	HolidayHistory    *history.Holidays
+	HolidaysProjected Waiter
+
+	// Ready reports whether the log, the database and the projectors are
+	// up; /readyz answers 503 until it returns nil.
+	Ready func(context.Context) error
+
+	MaxBodyBytes   int64         // default 256 KiB
+	ReadYourWrites time.Duration // longest a write waits for its read model; default 5s
+	Logger         *slog.Logger
+}
+
+// Server is the HTTP handler of the whole API.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	router *httprouter.Router
+}
+
+// New builds the server and its routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Verifier == nil || cfg.Ready == nil ||
+		cfg.Notifications == nil || cfg.NotificationQueries == nil || cfg.NotificationsProjected == nil ||
+		cfg.Holidays == nil || cfg.HolidayQueries == nil || cfg.HolidayHistory == nil || cfg.HolidaysProjected == nil {
+		return nil, errors.New("api: New needs a verifier, a readiness check, and the handlers, queries and waiters of each domain")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 256 << 10
+	}
+	if cfg.ReadYourWrites <= 0 {
+		cfg.ReadYourWrites = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	rt := httprouter.New()
+	// Trailing slashes are tolerated in ServeHTTP instead of redirected:
+	// a redirect is not an envelope, and some clients do not follow it.
+	rt.RedirectTrailingSlash = false
+	rt.RedirectFixedPath = false
+	rt.HandleMethodNotAllowed = true
+	rt.HandleOPTIONS = false
+	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, commands.Errorf(commands.ENotFound, "No such endpoint: %s.", r.URL.Path))
+	})
+	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, commands.Errorf(commands.EMethod, "%s is not allowed on %s.", r.Method, r.URL.Path))
+	})
+	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		s.log.Error("panic", "value", v, "stack", string(debug.Stack()))
+		writeError(w, r, s.log, fmt.Errorf("panic: %v", v))
+	}
+	s.router = rt
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	rt := s.router
+	rt.GET("/healthz", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		writeOK(w, map[string]string{"status": "alive"})
+	})
+	rt.GET("/readyz", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.cfg.Ready(ctx); err != nil {
+			writeError(w, r, s.log, &commands.Error{Code: commands.EUnavailable, Message: "Not ready.", Err: err})
+			return
+		}
+		writeOK(w, map[string]string{"status": "ready"})
+	})
+	s.notificationRoutes()
+	s.holidayRoutes()
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	reqID := r.Header.Get("X-Request-Id")
+	if !events.ValidToken(reqID) {
+		reqID = events.NewID(time.Now())
+	}
+	w.Header().Set("X-Request-Id", reqID)
+	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+		r.URL.Path = strings.TrimRight(p, "/")
+	}
+	s.router.ServeHTTP(w, r)
+}
+
+// handler is an authenticated endpoint: it returns an error instead of
+// writing one.
+type handler func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error
+
+// authed authenticates the request and runs h with the caller.
+func (s *Server) authed(h handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		c, err := s.caller(r)
+		if err == nil {
+			err = h(w, r, p, c)
+		}
+		if err != nil {
+			writeError(w, r, s.log, err)
+		}
+	}
+}
+
+func (s *Server) caller(r *http.Request) (commands.Caller, error) {
+	token, err := auth.FromHeader(r.Header.Get("Authorization"))
+	if err == nil {
+		var claims auth.Claims
+		if claims, err = s.cfg.Verifier.Verify(r.Context(), token); err == nil {
+			return commands.Caller{
+				UserID:        claims.UserID,
+				WorkspaceID:   claims.WorkspaceID,
+				Scopes:        claims.Scopes,
+				Integration:   integrationName(r.Header.Get("x-integration-name")),
+				CorrelationID: r.Header.Get("X-Request-Id"),
+			}, nil
+		}
+	}
+	msg := "Authentication failed"
+	if reason := auth.Reason(err); reason != "" {
+		msg += ": " + reason
+	}
+	return commands.Caller{}, &commands.Error{Code: commands.EUnauthorized, Message: msg + ".", Err: err}
+}
+
+// integrationName keeps what a log line and an event header can safely
+// carry of x-integration-name.
+func integrationName(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) > 100 {
+		v = v[:100]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, v)
+}
+
+// decode reads a JSON body into dst. Unknown fields are ignored: clients may
+// be newer than the server.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return commands.Errorf(commands.EMediaType, "The body must be JSON (Content-Type: application/json).")
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return commands.Errorf(commands.ETooLarge, "The body is too large: at most %d bytes.", s.cfg.MaxBodyBytes)
+	}
+	if err != nil {
+		return commands.Errorf(commands.EInvalid, "The body could not be read.")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return commands.Errorf(commands.EInvalid, "A JSON body is required.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(dst); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return commands.Invalid(map[string][]string{typeErr.Field: {fmt.Sprintf("Expected a %s.", jsonKind(typeErr.Type.Kind().String()))}})
+		}
+		return commands.Errorf(commands.EInvalid, "The body is not valid JSON.")
+	}
+	if dec.More() {
+		return commands.Errorf(commands.EInvalid, "The body is not valid JSON: unexpected data after the object.")
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "slice", "array":
+		return "list"
+	case "map", "struct":
+		return "object"
+	default:
+		return "number"
+	}
+}
+
+// settle waits, bounded, until a read model reflects seq, so the caller's
+// next read sees its write. The write itself is already durable, so a
+// read model that is late is logged, not reported as a failure.
+func (s *Server) settle(r *http.Request, w Waiter, seq uint64) {
+	if seq == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadYourWrites)
+	defer cancel()
+	if err := w.WaitFor(ctx, seq); err != nil {
+		s.log.Warn("read model behind a write", "path", r.URL.Path, "seq", seq, "err", err)
+	}
+}

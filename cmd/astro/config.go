@@ -1,0 +1,128 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything the service reads from flags and the environment.
+type Config struct {
+	HTTPAddr       string
+	DataDir        string
+	NATSURL        string
+	NATSListen     string
+	DatabaseURL    string
+	JWTSecret      string
+	JWKSURL        string
+	JWTIssuer      string
+	JWTAudience    string
+	StreamReplicas int
+	LogLevel       slog.Level
+	ShutdownGrace  time.Duration
+}
+
+// setting is one flag with its environment variable and default.
+type setting struct {
+	name, env, def, usage string
+}
+
+var settings = []setting{
+	{"http-addr", "ASTRO_HTTP_ADDR", "127.0.0.1:8080", "address the HTTP API listens on"},
+	{"data-dir", "ASTRO_DATA_DIR", ".astro", "directory for embedded NATS and PostgreSQL data and the development JWT secret"},
+	{"nats-url", "ASTRO_NATS_URL", "", "NATS server URL; empty runs an embedded JetStream server"},
+	{"nats-listen", "ASTRO_NATS_LISTEN", "127.0.0.1:4222", "embedded NATS: also accept clients on this address; 'off' for in-process only"},
+	{"database-url", "ASTRO_DATABASE_URL", "", "PostgreSQL URL; empty runs a private PostgreSQL from the installed binaries"},
+	{"jwt-secret", "ASTRO_JWT_SECRET", "", "HS256 secret (at least 32 bytes); empty without a JWKS URL: generated and kept in the data directory"},
+	{"jwks-url", "ASTRO_JWKS_URL", "", "JWKS URL for RS256/ES256 tokens (production)"},
+	{"jwt-issuer", "ASTRO_JWT_ISSUER", "", "required token issuer (iss), when set"},
+	{"jwt-audience", "ASTRO_JWT_AUDIENCE", "", "required token audience (aud), when set"},
+	{"stream-replicas", "ASTRO_STREAM_REPLICAS", "1", "replicas of the event streams (3 on a JetStream cluster)"},
+	{"log-level", "ASTRO_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"shutdown-grace", "ASTRO_SHUTDOWN_GRACE", "10s", "how long a shutdown waits for requests in flight"},
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("astro", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	vals := map[string]*string{}
+	for _, s := range settings {
+		def := s.def
+		if v := getenv(s.env); v != "" {
+			def = v
+		}
+		vals[s.name] = fs.String(s.name, def, s.usage+" ($"+s.env+")")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: astro [serve] [flags]\n       astro token --user ID --workspace ID [--scope \"...\"]\n\nFlags (each also read from the environment variable shown):\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	get := func(n string) string { return strings.TrimSpace(*vals[n]) }
+	c := Config{
+		HTTPAddr: get("http-addr"), DataDir: get("data-dir"), NATSURL: get("nats-url"), NATSListen: get("nats-listen"),
+		DatabaseURL: get("database-url"), JWTSecret: get("jwt-secret"), JWKSURL: get("jwks-url"),
+		JWTIssuer: get("jwt-issuer"), JWTAudience: get("jwt-audience"),
+	}
+	var err error
+	if c.StreamReplicas, err = strconv.Atoi(get("stream-replicas")); err != nil || c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		return Config{}, fmt.Errorf("stream-replicas: want 1 to 5, got %q", get("stream-replicas"))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {
+		return Config{}, fmt.Errorf("log-level: %w", err)
+	}
+	if c.ShutdownGrace, err = time.ParseDuration(get("shutdown-grace")); err != nil {
+		return Config{}, fmt.Errorf("shutdown-grace: %w", err)
+	}
+	return c, c.Validate()
+}
+
+// Validate checks what flags alone cannot.
+func (c Config) Validate() error {
+	if c.HTTPAddr == "" {
+		return errors.New("http-addr is required")
+	}
+	if c.DataDir == "" && (c.NATSURL == "" || c.DatabaseURL == "" || c.JWTSecret == "" && c.JWKSURL == "") {
+		return errors.New("data-dir is required unless NATS, PostgreSQL and token keys are all external")
+	}
+	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
+		return errors.New("jwt-secret must be at least 32 bytes")
+	}
+	return nil
+}
+
+// jwtSecret returns the configured HS256 secret, or in development (no
+// secret, no JWKS) one generated once and kept in the data directory.
+func jwtSecret(jwtSecretSetting, jwksURL, dataDir string) ([]byte, error) {
+	if jwtSecretSetting != "" {
+		return []byte(jwtSecretSetting), nil
+	}
+	if jwksURL != "" {
+		return nil, nil
+	}
+	path := filepath.Join(dataDir, "jwt-secret")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return []byte(strings.TrimSpace(string(b))), nil
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	secret := hex.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("keep development JWT secret: %w", err)
+	}
+	return []byte(secret), nil
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type holidayDto struct {
+	ID        string   `json:"id"`
+	Reason    string   `json:"reason"`
+	Type      string   `json:"type"`
+	DateFrom  *string  `json:"dateFrom"`
+	DateTo    *string  `json:"dateTo"`
+	CountryID []string `json:"countryId"`
+	Resources []struct {
+		ID string `json:"id"`
+	} `json:"resources"`
+}
+
+func (h holidayDto) resourceIDs() []string {
+	ids := []string{}
+	for _, r := range h.Resources {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+type historyEntry struct {
+	Sequence        uint64    `json:"sequence"`
+	Type            string    `json:"type"`
+	Time            time.Time `json:"time"`
+	ActorID         string    `json:"actorId"`
+	IntegrationName string    `json:"integrationName"`
+	OldReason       *string   `json:"oldReason"`
+	NewReason       string    `json:"newReason"`
+}
+
+func (s *service) upsertResource(tok, id, country string, active, guest bool) {
+	s.t.Helper()
+	s.call("PUT", "/api/data/resources/"+id, tok, map[string]any{
+		"name": "Person " + id, "countryCode": country, "isActive": active, "isGuest": guest,
+	}).want(s.t, 200)
+}
+
+func (s *service) createHoliday(tok string, body map[string]any) holidayDto {
+	s.t.Helper()
+	var h holidayDto
+	s.call("POST", "/api/data/holidays", tok, body).want(s.t, 200).decode(s.t, &h)
+	return h
+}
+
+func (s *service) holiday(tok, id string) holidayDto {
+	s.t.Helper()
+	var h holidayDto
+	s.call("GET", "/api/data/holidays/"+id, tok, nil).want(s.t, 200).decode(s.t, &h)
+	return h
+}
+
+func TestHolidaysEndToEnd(t *testing.T) {
+	s := startService(t)
+	upstream := token(t, "hr-sync", "w1", "resources:write")
+	alice := token(t, "alice", "w1")
+	s.upsertResource(upstream, "r-gb-1", "GB", true, false)
+	s.upsertResource(upstream, "r-gb-guest", "GB", true, true)
+	s.upsertResource(upstream, "r-de-1", "DE", true, false)
+	s.upsertResource(upstream, "r-gb-old", "GB", false, false)
+
+	global := s.createHoliday(alice, map[string]any{"reason": "  New Year  ", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
+	if global.Reason != "New Year" || global.Type != "global" || *global.DateFrom != "2027-01-01" || len(global.CountryID) != 0 {
+		t.Fatalf("global: %+v", global)
+	}
+	if got := global.resourceIDs(); !slices.Equal(got, []string{"r-de-1", "r-gb-1"}) {
+		t.Fatalf("global resources %v", got)
+	}
+	country := s.createHoliday(alice, map[string]any{"reason": "Boxing Day", "type": "country", "dateFrom": "2027-12-26", "dateTo": "2027-12-27", "countryId": []string{"gb"}})
+	if !slices.Equal(country.CountryID, []string{"GB"}) || !slices.Equal(country.resourceIDs(), []string{"r-gb-1"}) {
+		t.Fatalf("country: %+v", country)
+	}
+	people := s.createHoliday(alice, map[string]any{"reason": "Offsite", "type": "people", "dateFrom": "2027-03-01T00:00:00", "dateTo": "2027-03-03", "resources": []any{"r-de-1", map[string]string{"id": "r-gb-1"}}})
+	if !slices.Equal(people.resourceIDs(), []string{"r-de-1", "r-gb-1"}) || *people.DateFrom != "2027-03-01" {
+		t.Fatalf("people: %+v", people)
+	}
+
+	// A resource change moves global and country scopes with no holiday event.
+	s.upsertResource(upstream, "r-gb-1", "GB", false, false)
+	s.upsertResource(upstream, "r-gb-2", "GB", true, false)
+	if got := s.holiday(alice, country.ID).resourceIDs(); !slices.Equal(got, []string{"r-gb-2"}) {
+		t.Fatalf("country resources after changes: %v", got)
+	}
+	if got := s.holiday(alice, global.ID).resourceIDs(); !slices.Equal(got, []string{"r-de-1", "r-gb-2"}) {
+		t.Fatalf("global resources after changes: %v", got)
+	}
+
+	// Rename: only the reason changes, whatever else the body carries.
+	before := s.holiday(alice, country.ID)
+	var renamed holidayDto
+	s.call("PUT", "/api/data/holidays/"+country.ID, alice, map[string]any{
+		"reason": "St Stephen's Day", "type": "global", "dateFrom": "2030-01-01", "countryId": []string{"DE"}, "resources": []string{"x"},
+	}, "x-integration-name", "calendar-app").want(t, 200).decode(t, &renamed)
+	if renamed.Reason != "St Stephen's Day" || renamed.Type != before.Type || *renamed.DateFrom != *before.DateFrom ||
+		*renamed.DateTo != *before.DateTo || !slices.Equal(renamed.CountryID, before.CountryID) || !slices.Equal(renamed.resourceIDs(), before.resourceIDs()) {
+		t.Fatalf("rename changed more than the reason:\nbefore %+v\nafter  %+v", before, renamed)
+	}
+	// Renaming to the current name: 200 and no event.
+	s.call("PUT", "/api/data/holidays/"+country.ID, alice, map[string]any{"reason": " St Stephen's Day "}).want(t, 200)
+
+	var hist []historyEntry
+	s.call("GET", "/api/data/holidays/"+country.ID+"/history", alice, nil).want(t, 200).decode(t, &hist)
+	if len(hist) != 2 || hist[0].Type != "HolidayCreated" || hist[0].OldReason != nil || hist[0].NewReason != "Boxing Day" ||
+		hist[1].Type != "HolidayRenamed" || *hist[1].OldReason != "Boxing Day" || hist[1].NewReason != "St Stephen's Day" ||
+		hist[1].ActorID != "alice" || hist[1].IntegrationName != "calendar-app" {
+		t.Fatalf("history: %+v", hist)
+	}
+
+	// asOf: between creation and rename, the old name and the resources then.
+	var then holidayDto
+	at := hist[1].Time.Add(-time.Microsecond).Format(time.RFC3339Nano)
+	s.call("GET", "/api/data/holidays/"+country.ID+"?asOf="+at, alice, nil).want(t, 200).decode(t, &then)
+	if then.Reason != "Boxing Day" || !slices.Equal(then.resourceIDs(), []string{"r-gb-2"}) {
+		t.Fatalf("asOf before the rename: %+v", then)
+	}
+	var created holidayDto
+	s.call("GET", "/api/data/holidays/"+country.ID+"?asOf="+hist[0].Time.Format(time.RFC3339Nano), alice, nil).want(t, 200).decode(t, &created)
+	if created.Reason != "Boxing Day" || !slices.Equal(created.resourceIDs(), []string{"r-gb-1"}) {
+		t.Fatalf("asOf at creation (r-gb-1 was still active): %+v", created)
+	}
+	s.call("GET", "/api/data/holidays/"+country.ID+"?asOf=2000-01-01T00:00:00Z", alice, nil).want(t, 404)
+
+	// Lists.
+	var days []struct{ ID, Date, CountryID, CountryName string }
+	s.call("GET", "/api/data/holidays/country?$filter="+urlq("date ge 2027-12-27 and countryId eq 'GB'"), alice, nil).want(t, 200).decode(t, &days)
+	if len(days) != 1 || days[0].Date != "2027-12-27" || days[0].CountryName != "United Kingdom" {
+		t.Fatalf("country list: %+v", days)
+	}
+	var globals []struct{ ID, Date string }
+	s.call("GET", "/api/data/holidays/global", alice, nil).want(t, 200).decode(t, &globals)
+	if len(globals) != 1 || globals[0].ID != global.ID {
+		t.Fatalf("global list: %+v", globals)
+	}
+	var byResource []struct{ ID, Date, ResourceID string }
+	s.call("GET", "/api/data/holidays/resource?$filter="+urlq("resourceId eq 'r-de-1'")+"&$orderby=date", alice, nil).want(t, 200).decode(t, &byResource)
+	if len(byResource) != 4 { // New Year + three offsite days
+		t.Fatalf("resource list for r-de-1: %+v", byResource)
+	}
+	env := s.call("GET", "/api/data/holidays/global?$filter="+urlq("date gt"), alice, nil).want(t, 400)
+	if !strings.Contains(env.Error.Message, "position") {
+		t.Fatalf("bad filter message does not say where: %q", env.Error.Message)
+	}
+}
+
+func urlq(s string) string { return strings.NewReplacer(" ", "%20", "'", "%27").Replace(s) }
+
+func TestHolidayErrors(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	h := s.createHoliday(alice, map[string]any{"reason": "Founders Day", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"})
+	unknown := "0193a6a2-7c5e-7000-8000-000000000000"
+	long := strings.Repeat("x", 201)
+	valid := func(mod map[string]any) map[string]any {
+		b := map[string]any{"reason": "R", "type": "country", "dateFrom": "2027-01-01", "dateTo": "2027-01-02", "countryId": []string{"GB"}}
+		for k, v := range mod {
+			if v == nil {
+				delete(b, k)
+			} else {
+				b[k] = v
+			}
+		}
+		return b
+	}
+	cases := []struct {
+		name, method, path string
+		body               any
+		headers            []string
+		status             int
+		field              string
+	}{
+		{"rename missing reason", "PUT", "/api/data/holidays/" + h.ID, map[string]any{}, nil, 400, "reason"},
+		{"rename null reason", "PUT", "/api/data/holidays/" + h.ID, `{"reason":null}`, nil, 400, "reason"},
+		{"rename empty reason", "PUT", "/api/data/holidays/" + h.ID, map[string]any{"reason": ""}, nil, 400, "reason"},
+		{"rename blank reason", "PUT", "/api/data/holidays/" + h.ID, map[string]any{"reason": " \t "}, nil, 400, "reason"},
+		{"rename too long", "PUT", "/api/data/holidays/" + h.ID, map[string]any{"reason": long}, nil, 400, "reason"},
+		{"rename malformed id", "PUT", "/api/data/holidays/nope", map[string]any{"reason": "x"}, nil, 400, "id"},
+		{"rename unknown id", "PUT", "/api/data/holidays/" + unknown, map[string]any{"reason": "x"}, nil, 404, ""},
+		{"rename not json", "PUT", "/api/data/holidays/" + h.ID, `reason=x`, nil, 400, ""},
+		{"rename wrong content type", "PUT", "/api/data/holidays/" + h.ID, `{"reason":"x"}`, []string{"Content-Type", "text/plain"}, 415, ""},
+		{"rename reason not a string", "PUT", "/api/data/holidays/" + h.ID, `{"reason":5}`, nil, 400, "reason"},
+		{"get malformed id", "GET", "/api/data/holidays/nope", nil, nil, 400, "id"},
+		{"get unknown id", "GET", "/api/data/holidays/" + unknown, nil, nil, 404, ""},
+		{"history unknown id", "GET", "/api/data/holidays/" + unknown + "/history", nil, nil, 404, ""},
+		{"asOf malformed", "GET", "/api/data/holidays/" + h.ID + "?asOf=yesterday", nil, nil, 400, "asOf"},
+		{"create missing type", "POST", "/api/data/holidays", valid(map[string]any{"type": nil}), nil, 400, "type"},
+		{"create bad type", "POST", "/api/data/holidays", valid(map[string]any{"type": "lunar"}), nil, 400, "type"},
+		{"create bad date", "POST", "/api/data/holidays", valid(map[string]any{"dateFrom": "2027-02-30"}), nil, 400, "dateFrom"},
+		{"create reversed dates", "POST", "/api/data/holidays", valid(map[string]any{"dateFrom": "2027-02-03", "dateTo": "2027-02-01"}), nil, 400, "dateTo"},
+		{"create country without country", "POST", "/api/data/holidays", valid(map[string]any{"countryId": nil}), nil, 400, "countryId"},
+		{"create bad country", "POST", "/api/data/holidays", valid(map[string]any{"countryId": []string{"UK"}}), nil, 400, "countryId"},
+		{"create people without resources", "POST", "/api/data/holidays", valid(map[string]any{"type": "people", "countryId": nil}), nil, 400, "resources"},
+		{"create global with resources", "POST", "/api/data/holidays", valid(map[string]any{"type": "global", "countryId": nil, "resources": []string{"a"}}), nil, 400, "resources"},
+		{"create too long a span", "POST", "/api/data/holidays", valid(map[string]any{"dateTo": "2029-01-01"}), nil, 400, "dateTo"},
+		{"resource without privilege", "PUT", "/api/data/resources/r1", map[string]any{"name": "x"}, nil, 403, ""},
+		{"list top too large", "GET", "/api/data/holidays/global?$top=100000", nil, nil, 400, "$top"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := s.call(c.method, c.path, alice, c.body, c.headers...).want(t, c.status)
+			if c.field != "" && len(env.Error.ValidationErrors[c.field]) == 0 {
+				t.Fatalf("no validationErrors.%s: %s", c.field, env.raw)
+			}
+		})
+	}
+	if got := s.holiday(alice, h.ID); got.Reason != "Founders Day" {
+		t.Fatalf("failed renames changed the holiday: %+v", got)
+	}
+}
+
+func TestHolidayIsolation(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	mallory := token(t, "mallory", "w2")
+	h := s.createHoliday(alice, map[string]any{"reason": "Secret", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"})
+	unknown := "0193a6a2-7c5e-7000-8000-000000000000"
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/data/holidays/%s"},
+		{"GET", "/api/data/holidays/%s/history"},
+		{"GET", "/api/data/holidays/%s?asOf=2100-01-01T00:00:00Z"},
+		{"PUT", "/api/data/holidays/%s"},
+	} {
+		var body any
+		if c.method == "PUT" {
+			body = map[string]any{"reason": "Pwned"}
+		}
+		foreign := s.call(c.method, fmt.Sprintf(c.path, h.ID), mallory, body).want(t, 404)
+		missing := s.call(c.method, fmt.Sprintf(c.path, unknown), mallory, body).want(t, 404)
+		if foreign.Error.Message != missing.Error.Message {
+			t.Fatalf("%s: a foreign id answers unlike an unknown one: %q vs %q", c.path, foreign.Error.Message, missing.Error.Message)
+		}
+	}
+	var list []struct{ ID string }
+	s.call("GET", "/api/data/holidays/global", mallory, nil).want(t, 200).decode(t, &list)
+	if len(list) != 0 {
+		t.Fatalf("another workspace lists %+v", list)
+	}
+	if got := s.holiday(alice, h.ID); got.Reason != "Secret" {
+		t.Fatalf("renamed from another workspace: %+v", got)
+	}
+}
+
+func TestConcurrentRenames(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	h := s.createHoliday(alice, map[string]any{"reason": "Start", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"})
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := strings.NewReader(fmt.Sprintf(`{"reason":"Name %02d"}`, i))
+			req, _ := http.NewRequest("PUT", s.base+"/api/data/holidays/"+h.ID, body)
+			req.Header.Set("Authorization", "Bearer "+alice)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				errs <- fmt.Errorf("rename %d: HTTP %d", i, resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var hist []historyEntry
+	s.call("GET", "/api/data/holidays/"+h.ID+"/history", alice, nil).want(t, 200).decode(t, &hist)
+	if len(hist) != n+1 {
+		t.Fatalf("%d history entries, want %d", len(hist), n+1)
+	}
+	names := map[string]bool{}
+	for i := 1; i < len(hist); i++ {
+		if *hist[i].OldReason != hist[i-1].NewReason {
+			t.Fatalf("history breaks at %d: old %q after new %q", i, *hist[i].OldReason, hist[i-1].NewReason)
+		}
+		names[hist[i].NewReason] = true
+	}
+	if len(names) != n {
+		t.Fatalf("%d distinct names in history, want %d", len(names), n)
+	}
+	if got := s.holiday(alice, h.ID).Reason; got != hist[n].NewReason {
+		t.Fatalf("final name %q, last in history %q", got, hist[n].NewReason)
+	}
+}

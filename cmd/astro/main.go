@@ -1,0 +1,47 @@
+// Command astro runs the Astro service, and its tools: development tokens,
+// audits of the log, and event tails.
+//
+//	astro                 run the service (embedded NATS and PostgreSQL by default)
+//	astro token ...       print a development token
+//
+// Run "astro -h" or "astro token -h" for the flags; every flag also reads
+// an ASTRO_* environment variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "astro:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program; tests drive it as main does.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "token":
+			return runToken(args[1:], getenv, stdout, stderr)
+		case "serve":
+			args = args[1:]
+		}
+	}
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, stdout, stderr)
+}

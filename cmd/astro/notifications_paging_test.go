@@ -1,0 +1,107 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPendingCapDeletesOldest(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	svc := sender(t, "w1")
+	var first, second string
+	for i := range 1002 {
+		n := s.send(svc, "alice", "bob", "task")
+		switch i {
+		case 0:
+			first = n.ID
+		case 1:
+			second = n.ID
+		}
+	}
+	p := s.page(alice, "?asFlatList=true")
+	if p.TotalCount != 1000 || p.UnreadCount != 1000 {
+		t.Fatalf("after 1002 sends: total %d unread %d, want 1000", p.TotalCount, p.UnreadCount)
+	}
+	for _, id := range []string{first, second} {
+		s.call("DELETE", "/api/data/notifications/delete/"+id, alice, nil).want(t, 404)
+	}
+	overflow := s.logEvents(t, "NotificationDeleted")
+	if len(overflow) != 2 {
+		t.Fatalf("%d NotificationDeleted events, want 2", len(overflow))
+	}
+	for _, e := range overflow {
+		if got := string(e.Data); !strings.Contains(got, `"reason":"overflow"`) {
+			t.Fatalf("overflow deletion without its reason: %s", got)
+		}
+	}
+
+	// Paging: 500 newest first, then the rest after the oldest of page one.
+	if len(p.Items) != 500 {
+		t.Fatalf("page one has %d items, want 500", len(p.Items))
+	}
+	seen := map[string]bool{}
+	for i, it := range p.Items {
+		seen[it.ID] = true
+		if i > 0 && it.CreateDate.After(p.Items[i-1].CreateDate) {
+			t.Fatalf("page not newest first at %d", i)
+		}
+	}
+	p2 := s.page(alice, "?asFlatList=true&lastId="+p.Items[499].ID)
+	if len(p2.Items) != 500 {
+		t.Fatalf("page two has %d items, want 500", len(p2.Items))
+	}
+	for _, it := range p2.Items {
+		if seen[it.ID] {
+			t.Fatalf("notification %s on both pages", it.ID)
+		}
+	}
+	p3 := s.page(alice, "?asFlatList=true&lastId="+p2.Items[499].ID)
+	if len(p3.Items) != 0 {
+		t.Fatalf("page three has %d items, want none", len(p3.Items))
+	}
+}
+
+func TestRetrieveGroupsAndFilters(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	svc := sender(t, "w1")
+	s.send(svc, "alice", "bob", "task")
+	s.send(svc, "alice", "carol", "comment")
+	s.send(svc, "alice", "bob", "task")
+	newest := s.send(svc, "alice", "bob", "mention")
+
+	grouped := s.page(alice, "")
+	if len(grouped.Items) != 2 {
+		t.Fatalf("grouped into %d, want 2 (bob's three, carol's one): %+v", len(grouped.Items), grouped.Items)
+	}
+	parent := grouped.Items[0]
+	if parent.ID != newest.ID || len(parent.Children) != 2 {
+		t.Fatalf("bob's group: parent %s with %d children, want %s with 2", parent.ID, len(parent.Children), newest.ID)
+	}
+	if grouped.Items[1].Children != nil {
+		t.Fatalf("carol's single notification has children %+v", grouped.Items[1].Children)
+	}
+	if grouped.TotalCount != 4 || grouped.UnreadCount != 4 {
+		t.Fatalf("counts %d/%d", grouped.TotalCount, grouped.UnreadCount)
+	}
+
+	cases := []struct {
+		query string
+		want  int
+	}{
+		{"?asFlatList=true", 4},
+		{"?asFlatList=true&senderId=carol", 1},
+		{"?asFlatList=true&notificationTypes=task", 2},
+		{"?asFlatList=true&notificationTypes=task,mention", 3},
+		{"?asFlatList=true&notificationTypes=task&notificationTypes=comment", 3},
+		{"?asFlatList=TRUE&senderId=bob&notificationTypes=mention", 1},
+		{"?asFlatList=true&senderId=nobody", 0},
+	}
+	for _, c := range cases {
+		if got := len(s.page(alice, c.query).Items); got != c.want {
+			t.Errorf("%s: %d items, want %d", c.query, got, c.want)
+		}
+	}
+}
+

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // the "postgres" driver
+	"github.com/nats-io/nats.go"
+
+	"astro/api"
+	"astro/api/auth"
+	"astro/api/natscmd"
+	"astro/commands"
+	"astro/commands/holidays"
+	"astro/commands/notifications"
+	"astro/events/natslog"
+	"astro/events/natsserver"
+	"astro/projections"
+	"astro/projections/pgserver"
+	"astro/query"
+	"astro/query/country"
+	"astro/query/history"
+)
+
+// serve runs the service until ctx ends, then shuts every part down.
+func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	var cleanup []func()
+	defer func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}()
+
+	nc, err := connectNATS(ctx, cfg, log, &cleanup)
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, cfg, log, &cleanup)
+	if err != nil {
+		return err
+	}
+	if err := projections.Migrate(ctx, db); err != nil {
+		return err
+	}
+	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	inboxes, err := commands.NewStore(evlog, evlog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: "inbox.v1", Logger: log})
+	if err != nil {
+		return err
+	}
+	now := time.Now
+	notify, err := notifications.NewHandlers(inboxes, now)
+	if err != nil {
+		return err
+	}
+
+	holidayStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: "holiday.v1", Logger: log})
+	if err != nil {
+		return err
+	}
+	resourceStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: "resource.v1", Logger: log})
+	if err != nil {
+		return err
+	}
+	holidayCmds, err := holidays.NewHandlers(holidayStore, resourceStore, country.Valid, now)
+	if err != nil {
+		return err
+	}
+
+	notifProj, err := projections.NewNotifications(ctx, db)
+	if err != nil {
+		return err
+	}
+	holidayProj, err := projections.NewHolidays(ctx, db)
+	if err != nil {
+		return err
+	}
+	runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Logger: log}
+	notifRunner, err := projections.NewRunner(evlog.JetStream(), db, notifProj, runCfg)
+	if err != nil {
+		return err
+	}
+	holidayRunner, err := projections.NewRunner(evlog.JetStream(), db, holidayProj, runCfg)
+	if err != nil {
+		return err
+	}
+	runners := []*projections.Runner{notifRunner, holidayRunner}
+
+	notifQueries, err := query.NewNotifications(ctx, db)
+	if err != nil {
+		return err
+	}
+	holidayQueries, err := query.NewHolidays(ctx, db)
+	if err != nil {
+		return err
+	}
+	holidayHistory, err := history.NewHolidays(evlog)
+	if err != nil {
+		return err
+	}
+	secret, err := jwtSecret(cfg.JWTSecret, cfg.JWKSURL, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	verifier, err := auth.NewVerifier(ctx, auth.Config{
+		HS256Secret: secret, JWKSURL: cfg.JWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Now: now, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ready := func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("NATS is not connected")
+		}
+		if err := db.PingContext(ctx); err != nil {
+			return fmt.Errorf("database: %w", err)
+		}
+		for _, r := range runners {
+			if !r.Ready() {
+				return fmt.Errorf("projector %s is starting", r.Name())
+			}
+		}
+		return nil
+	}
+	apiServer, err := api.New(api.Config{
+		Verifier: verifier, Notifications: notify, NotificationQueries: notifQueries,
+		NotificationsProjected: notifRunner,
+		Holidays:               holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
+		Ready: ready, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	cmds, err := natscmd.New(nc, natscmd.Config{Notifications: notify, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	httpServer := &http.Server{
+		Handler:           apiServer,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	var g group
+	for _, r := range runners {
+		g.add(r.Run)
+	}
+	g.add(cmds.Run)
+	g.add(func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- httpServer.Serve(ln) }()
+		fmt.Fprintf(stdout, "astro: listening on http://%s\n", ln.Addr())
+		select {
+		case err := <-errc:
+			return fmt.Errorf("http: %w", err)
+		case <-ctx.Done():
+		}
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+		defer cancel()
+		if err := httpServer.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("http shutdown: %w", err)
+		}
+		return nil
+	})
+	err = g.run(ctx)
+	log.Info("astro stopped", "err", err)
+	return err
+}
+
+func connectNATS(ctx context.Context, cfg Config, log *slog.Logger, cleanup *[]func()) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("astro"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }),
+	}
+	if cfg.NATSURL != "" {
+		nc, err := nats.Connect(cfg.NATSURL, append(opts, nats.RetryOnFailedConnect(true))...)
+		if err != nil {
+			return nil, fmt.Errorf("connect to NATS at %s: %w", cfg.NATSURL, err)
+		}
+		*cleanup = append(*cleanup, func() { _ = nc.Drain() })
+		return nc, nil
+	}
+	srv, err := natsserver.Start(ctx, natsserver.Config{StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: cfg.NATSListen, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	*cleanup = append(*cleanup, srv.Shutdown)
+	if u := srv.ClientURL(); u != "" {
+		log.Info("embedded NATS accepts clients", "url", u)
+	}
+	nc, err := srv.Connect(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to embedded NATS: %w", err)
+	}
+	*cleanup = append(*cleanup, func() { _ = nc.Drain() })
+	return nc, nil
+}
+
+func openDatabase(ctx context.Context, cfg Config, log *slog.Logger, cleanup *[]func()) (*sqlx.DB, error) {
+	url := cfg.DatabaseURL
+	if url == "" {
+		pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(cfg.DataDir, "postgres"), Logger: log})
+		if err != nil {
+			if errors.Is(err, pgserver.ErrNoBinaries) {
+				return nil, fmt.Errorf("no PostgreSQL binaries found (PATH, /usr/lib/postgresql/*/bin): install PostgreSQL, or set ASTRO_DATABASE_URL to a database")
+			}
+			return nil, fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		*cleanup = append(*cleanup, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := pg.Stop(ctx); err != nil {
+				log.Warn("stop PostgreSQL", "err", err)
+			}
+		})
+		url = pg.URL()
+	}
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	*cleanup = append(*cleanup, func() { db.Close() })
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	// The database may still be starting (a container, a restart): wait.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			return db, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("database unreachable: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package commands
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"astro/events"
+)
+
+// Caller is who a command acts for, as established by authentication.
+type Caller struct {
+	UserID        string
+	WorkspaceID   string
+	Scopes        []string
+	Integration   string // x-integration-name, recorded on every event
+	CorrelationID string
+	// IdempotencyKey, when set, makes the ids of the events a command
+	// appends a function of the key, so a retried request is dropped by the
+	// log's duplicate window instead of appended twice.
+	IdempotencyKey string
+}
+
+// HasScope reports whether the caller holds privilege s.
+func (c Caller) HasScope(s string) bool { return slices.Contains(c.Scopes, s) }
+
+// Meta is the event metadata of a command by c at now.
+func (c Caller) Meta(now time.Time) events.Meta {
+	return events.Meta{
+		WorkspaceID:   c.WorkspaceID,
+		ActorID:       c.UserID,
+		Integration:   c.Integration,
+		CorrelationID: c.CorrelationID,
+		Time:          now,
+	}
+}
+
+// NewEvents wraps the payloads a command decided into events on aggregate
+// a. Event ids are random, or derived from the caller's idempotency key so a
+// retried request yields the very same ids.
+func NewEvents(c Caller, now time.Time, a events.Aggregate, ps ...events.Payload) ([]events.Event, error) {
+	out := make([]events.Event, len(ps))
+	for i, p := range ps {
+		id := events.NewID(now)
+		if c.IdempotencyKey != "" {
+			id = events.NameID(c.WorkspaceID, c.UserID, c.IdempotencyKey, strconv.Itoa(i))
+		}
+		e, err := events.New(id, c.Meta(now), a, p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}

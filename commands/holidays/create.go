@@ -1,0 +1,137 @@
+package holidays
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// Limits on a created holiday. Lists expand a holiday into one row per day
+// (and per country or resource), so its span is bounded.
+const (
+	maxSpanDays  = 366
+	maxCountries = 50
+	maxResources = 1000
+)
+
+// Create makes a holiday. Everything but the reason is fixed from then on.
+type Create struct {
+	Caller      commands.Caller
+	Reason      *string
+	Type        string
+	DateFrom    string // YYYY-MM-DD; a date-time is cut to its date
+	DateTo      string
+	CountryIDs  []string // ISO 3166-1 alpha-2, for country holidays
+	ResourceIDs []string // for people holidays
+}
+
+// CreateHandler handles Create.
+type CreateHandler struct {
+	holidays     *HolidayStore
+	validCountry func(string) bool
+	now          func() time.Time
+}
+
+// Handle validates and creates the holiday; it returns the new id.
+func (h CreateHandler) Handle(ctx context.Context, cmd Create) (string, commands.Result, error) {
+	created, err := cmd.validate(h.validCountry)
+	if err != nil {
+		return "", commands.Result{}, err
+	}
+	now := h.now().UTC()
+	created.HolidayID = events.NewID(now)
+	if cmd.Caller.IdempotencyKey != "" {
+		created.HolidayID = events.NameID(cmd.Caller.WorkspaceID, cmd.Caller.UserID, cmd.Caller.IdempotencyKey, "holiday")
+	}
+	agg := holidayAggregate(created.HolidayID)
+	res, err := h.holidays.Execute(ctx, events.Subject(cmd.Caller.WorkspaceID, agg), func(hol *Holiday) ([]events.Event, error) {
+		if hol.Created {
+			return nil, nil // the same idempotent request, already done
+		}
+		return commands.NewEvents(cmd.Caller, now, agg, created)
+	})
+	return created.HolidayID, res, err
+}
+
+func (cmd Create) validate(validCountry func(string) bool) (events.HolidayCreated, error) {
+	v := commands.Validation{}
+	out := events.HolidayCreated{Reason: cleanReason(v, cmd.Reason), Type: strings.ToLower(strings.TrimSpace(cmd.Type)),
+		CountryIDs: []string{}, ResourceIDs: []string{}}
+	switch out.Type {
+	case events.HolidayGlobal, events.HolidayPeople, events.HolidayCountry:
+	case "":
+		v.Add("type", "The type is required: global, people or country.")
+	default:
+		v.Add("type", "The type must be global, people or country.")
+	}
+	from, okFrom := parseDate(v, "dateFrom", cmd.DateFrom)
+	to, okTo := parseDate(v, "dateTo", cmd.DateTo)
+	if okFrom && okTo {
+		switch days := int(to.Sub(from).Hours()/24) + 1; {
+		case to.Before(from):
+			v.Add("dateTo", "dateTo must not be before dateFrom.")
+		case days > maxSpanDays:
+			v.Add("dateTo", fmt.Sprintf("A holiday spans at most %d days.", maxSpanDays))
+		}
+		out.DateFrom, out.DateTo = from.Format(time.DateOnly), to.Format(time.DateOnly)
+	}
+
+	for _, c := range cmd.CountryIDs {
+		c = strings.ToUpper(strings.TrimSpace(c))
+		if !validCountry(c) {
+			v.Add("countryId", fmt.Sprintf("%q is not an ISO 3166-1 alpha-2 country code.", c))
+		} else if !slices.Contains(out.CountryIDs, c) {
+			out.CountryIDs = append(out.CountryIDs, c)
+		}
+	}
+	switch {
+	case out.Type == events.HolidayCountry && len(cmd.CountryIDs) == 0:
+		v.Add("countryId", "A country holiday needs at least one country.")
+	case out.Type != events.HolidayCountry && len(cmd.CountryIDs) > 0:
+		v.Add("countryId", "Only country holidays have countries.")
+	case len(out.CountryIDs) > maxCountries:
+		v.Add("countryId", fmt.Sprintf("At most %d countries.", maxCountries))
+	}
+
+	for _, r := range cmd.ResourceIDs {
+		r = strings.TrimSpace(r)
+		if !events.ValidToken(r) {
+			v.Add("resources", fmt.Sprintf("%q is not a valid resource id.", r))
+		} else if !slices.Contains(out.ResourceIDs, r) {
+			out.ResourceIDs = append(out.ResourceIDs, r)
+		}
+	}
+	switch {
+	case out.Type == events.HolidayPeople && len(cmd.ResourceIDs) == 0:
+		v.Add("resources", "A people holiday needs at least one resource.")
+	case out.Type != events.HolidayPeople && len(cmd.ResourceIDs) > 0:
+		v.Add("resources", "Only people holidays have assigned resources; global and country holidays apply to every resource in scope.")
+	case len(out.ResourceIDs) > maxResources:
+		v.Add("resources", fmt.Sprintf("At most %d resources.", maxResources))
+	}
+	return out, v.Err()
+}
+
+// parseDate reads an ISO date. Clients that only have date-times send
+// midnight ("2027-12-25T00:00:00"), so a date-time is cut to its date.
+func parseDate(v commands.Validation, field, s string) (time.Time, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		v.Add(field, "The date is required (YYYY-MM-DD).")
+		return time.Time{}, false
+	}
+	if len(s) > 10 && s[10] == 'T' {
+		s = s[:10]
+	}
+	d, err := time.Parse(time.DateOnly, s)
+	if err != nil || d.Year() < 1900 {
+		v.Add(field, "The date must be a real date, YYYY-MM-DD, from 1900 on.")
+		return time.Time{}, false
+	}
+	return d, true
+}

@@ -1,0 +1,108 @@
+package holidays
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// MaxReasonLen bounds a holiday's reason. A reason is a label shown in
+// calendars and lists ("Christmas Day", "Company offsite"); 200 characters
+// holds any real one with room to spare and keeps rows and events small.
+const MaxReasonLen = 200
+
+// ScopeResourcesWrite is the privilege upstream services need to change
+// resources.
+const ScopeResourcesWrite = "resources:write"
+
+// Stores are the aggregate stores the handlers decide against.
+type (
+	HolidayStore  = commands.Store[*Holiday]
+	ResourceStore = commands.Store[*Resource]
+)
+
+// Handlers runs the holiday and resource commands.
+type Handlers struct {
+	Create         CreateHandler
+	Rename         RenameHandler
+	UpsertResource UpsertResourceHandler
+}
+
+// NewHandlers wires the handlers to their stores, the clock, and the list
+// of country codes (validCountry reports whether an ISO 3166-1 alpha-2 code
+// is assigned).
+func NewHandlers(holidays *HolidayStore, resources *ResourceStore, validCountry func(string) bool, now func() time.Time) (*Handlers, error) {
+	if holidays == nil || resources == nil || validCountry == nil || now == nil {
+		return nil, errors.New("holidays: NewHandlers needs both stores, a country check and a clock")
+	}
+	return &Handlers{
+		Create:         CreateHandler{holidays: holidays, validCountry: validCountry, now: now},
+		Rename:         RenameHandler{holidays: holidays, now: now},
+		UpsertResource: UpsertResourceHandler{resources: resources, validCountry: validCountry, now: now},
+	}, nil
+}
+
+func holidayAggregate(id string) events.Aggregate {
+	return events.Aggregate{Kind: events.KindHoliday, ID: id}
+}
+
+// cleanReason trims a reason and checks it; field is where errors go.
+func cleanReason(v commands.Validation, reason *string) string {
+	if reason == nil {
+		v.Add("reason", "The reason is required.")
+		return ""
+	}
+	r := strings.TrimSpace(*reason)
+	switch n := utf8.RuneCountInString(r); {
+	case !utf8.ValidString(r):
+		v.Add("reason", "The reason is not valid UTF-8.")
+	case n == 0:
+		v.Add("reason", "The reason must not be empty.")
+	case n > MaxReasonLen:
+		v.Add("reason", "The reason is too long: at most 200 characters.")
+	case strings.ContainsFunc(r, func(c rune) bool { return c < 0x20 || c == 0x7f }):
+		v.Add("reason", "The reason must not contain control characters.")
+	}
+	return r
+}
+
+// Rename changes a holiday's reason, and nothing else.
+type Rename struct {
+	Caller    commands.Caller
+	HolidayID string
+	Reason    *string // nil when the body had no reason
+}
+
+// RenameHandler handles Rename.
+type RenameHandler struct {
+	holidays *HolidayStore
+	now      func() time.Time
+}
+
+// Handle renames; a lost race with another rename is decided again on the
+// newer state, so a valid rename never fails because another one won.
+func (h RenameHandler) Handle(ctx context.Context, cmd Rename) (commands.Result, error) {
+	v := commands.Validation{}
+	if !events.ValidUUID(cmd.HolidayID) {
+		v.Add("id", "The id must be a GUID.")
+	}
+	reason := cleanReason(v, cmd.Reason)
+	if err := v.Err(); err != nil {
+		return commands.Result{}, err
+	}
+	id := strings.ToLower(cmd.HolidayID)
+	agg := holidayAggregate(id)
+	now := h.now().UTC()
+	return h.holidays.Execute(ctx, events.Subject(cmd.Caller.WorkspaceID, agg), func(hol *Holiday) ([]events.Event, error) {
+		ps, err := hol.Rename(id, reason)
+		if err != nil || len(ps) == 0 {
+			return nil, err
+		}
+		return commands.NewEvents(cmd.Caller, now, agg, ps...)
+	})
+}

@@ -1,0 +1,77 @@
+package holidays
+
+import (
+	"fmt"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// Holiday is the state a holiday command is decided against.
+type Holiday struct {
+	Created     bool     `json:"created"`
+	Reason      string   `json:"reason"`
+	Type        string   `json:"type"`
+	DateFrom    string   `json:"dateFrom"`
+	DateTo      string   `json:"dateTo"`
+	CountryIDs  []string `json:"countryIds"`
+	ResourceIDs []string `json:"resourceIds"`
+}
+
+// NewHoliday returns the state of a holiday that does not exist yet.
+func NewHoliday() *Holiday { return &Holiday{} }
+
+// Apply implements commands.Aggregate.
+func (h *Holiday) Apply(e events.Event) error {
+	p, err := events.Decode(e)
+	if err != nil {
+		return err
+	}
+	switch p := p.(type) {
+	case *events.HolidayCreated:
+		*h = Holiday{Created: true, Reason: p.Reason, Type: p.Type, DateFrom: p.DateFrom, DateTo: p.DateTo,
+			CountryIDs: p.CountryIDs, ResourceIDs: p.ResourceIDs}
+	case *events.HolidayRenamed:
+		h.Reason = p.NewReason
+	default:
+		return fmt.Errorf("holiday: unexpected event %s", e.Type)
+	}
+	return nil
+}
+
+// Rename decides a new reason: nothing when it is the current one.
+func (h *Holiday) Rename(id, reason string) ([]events.Payload, error) {
+	if !h.Created {
+		return nil, commands.Errorf(commands.ENotFound, "The holiday was not found.")
+	}
+	if reason == h.Reason {
+		return nil, nil
+	}
+	return []events.Payload{events.HolidayRenamed{HolidayID: id, OldReason: h.Reason, NewReason: reason}}, nil
+}
+
+// Resource is the state of a resource.
+type Resource struct {
+	Exists      bool   `json:"exists"`
+	Name        string `json:"name"`
+	CountryCode string `json:"countryCode"`
+	IsActive    bool   `json:"isActive"`
+	IsGuest     bool   `json:"isGuest"`
+}
+
+// NewResource returns the state of a resource not seen yet.
+func NewResource() *Resource { return &Resource{} }
+
+// Apply implements commands.Aggregate.
+func (r *Resource) Apply(e events.Event) error {
+	p, err := events.Decode(e)
+	if err != nil {
+		return err
+	}
+	u, ok := p.(*events.ResourceUpserted)
+	if !ok {
+		return fmt.Errorf("resource: unexpected event %s", e.Type)
+	}
+	*r = Resource{Exists: true, Name: u.Name, CountryCode: u.CountryCode, IsActive: u.IsActive, IsGuest: u.IsGuest}
+	return nil
+}

@@ -1,0 +1,32 @@
+package notifications
+
+import (
+	"context"
+	"time"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// Delete deletes one of the caller's pending notifications.
+type Delete struct {
+	Caller         commands.Caller
+	NotificationID string
+}
+
+// DeleteHandler handles Delete.
+type DeleteHandler struct{ deps }
+
+// Handle deletes the notification; an unknown, already deleted or foreign
+// one is ENotFound.
+func (h DeleteHandler) Handle(ctx context.Context, cmd Delete) (commands.Result, error) {
+	if err := validID(cmd.NotificationID); err != nil {
+		return commands.Result{}, err
+	}
+	return h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, _ time.Time) ([]events.Payload, error) {
+		if _, err := in.Pending(cmd.NotificationID); err != nil {
+			return nil, err
+		}
+		return []events.Payload{events.NotificationDeleted{NotificationID: cmd.NotificationID, RecipientID: cmd.Caller.UserID, Reason: events.ReasonUser}}, nil
+	})
+}

@@ -1,0 +1,100 @@
+package notifications
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// ScopeSend is the privilege an upstream service's token needs to send.
+const ScopeSend = "notifications:send"
+
+// Limits on a sent notification.
+const (
+	maxTypeLen    = 100
+	maxSubjectLen = 1000
+	maxMessageLen = 10000
+	maxDataBytes  = 16 << 10
+)
+
+// Send delivers a notification to a user of the caller's workspace.
+type Send struct {
+	Caller           commands.Caller
+	RecipientID      string
+	SenderID         string
+	NotificationType string
+	Subject          string
+	Message          string
+	Data             json.RawMessage
+}
+
+// SendHandler handles Send.
+type SendHandler struct{ deps }
+
+// Handle validates, delivers, and deletes the oldest notifications when the
+// inbox goes over MaxPending. It returns the delivered notification.
+func (h SendHandler) Handle(ctx context.Context, cmd Send) (events.NotificationSent, commands.Result, error) {
+	if !cmd.Caller.HasScope(ScopeSend) {
+		return events.NotificationSent{}, commands.Result{}, commands.Errorf(commands.EForbidden, "Sending notifications needs the %s privilege.", ScopeSend)
+	}
+	if err := cmd.validate(); err != nil {
+		return events.NotificationSent{}, commands.Result{}, err
+	}
+	var sent events.NotificationSent
+	res, err := h.execute(ctx, cmd.Caller, cmd.RecipientID, func(in *Inbox, now time.Time) ([]events.Payload, error) {
+		sent = events.NotificationSent{
+			NotificationID:   events.NewID(now),
+			RecipientID:      cmd.RecipientID,
+			SenderID:         cmd.SenderID,
+			NotificationType: cmd.NotificationType,
+			Subject:          cmd.Subject,
+			Message:          cmd.Message,
+			Data:             cmd.Data,
+			CreateDate:       now,
+		}
+		if cmd.Caller.IdempotencyKey != "" {
+			sent.NotificationID = events.NameID(cmd.Caller.WorkspaceID, cmd.Caller.UserID, cmd.Caller.IdempotencyKey, "notification")
+		}
+		return in.Send(sent), nil
+	})
+	return sent, res, err
+}
+
+func (cmd *Send) validate() error {
+	v := commands.Validation{}
+	if !events.ValidToken(cmd.RecipientID) {
+		v.Add("recipientId", "The recipient id is required: 1 to 64 letters, digits, '-' or '_'.")
+	}
+	if !events.ValidToken(cmd.SenderID) {
+		v.Add("senderId", "The sender id is required: 1 to 64 letters, digits, '-' or '_'.")
+	}
+	text := func(field, value string, limit int, required bool) {
+		switch n := utf8.RuneCountInString(value); {
+		case !utf8.ValidString(value):
+			v.Add(field, "The text is not valid UTF-8.")
+		case required && n == 0:
+			v.Add(field, "This field is required.")
+		case n > limit:
+			v.Add(field, fmt.Sprintf("The text is too long: at most %d characters.", limit))
+		}
+	}
+	text("notificationType", cmd.NotificationType, maxTypeLen, true)
+	text("subject", cmd.Subject, maxSubjectLen, false)
+	text("message", cmd.Message, maxMessageLen, false)
+	if d := bytes.TrimSpace(cmd.Data); len(d) == 0 || bytes.Equal(d, []byte("null")) {
+		cmd.Data = nil
+	} else if len(d) > maxDataBytes {
+		v.Add("data", "The data is too large: at most 16 KiB.")
+	} else if d[0] != '{' || !json.Valid(d) {
+		v.Add("data", "The data must be a JSON object.")
+	} else {
+		cmd.Data = d
+	}
+	return v.Err()
+}

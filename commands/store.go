@@ -1,0 +1,264 @@
+package commands
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+
+	"astro/events"
+)
+
+// ErrConflict is returned by Log.Append when the subject moved past the
+// expected sequence: another writer appended first.
+var ErrConflict = errors.New("concurrent change")
+
+// Log is the event log as the write side needs it.
+type Log interface {
+	// Append appends evs, in order and all or none, to subject if the last
+	// event on subject still has sequence expected (0: no event yet). It
+	// returns the sequence of the last event appended; ErrConflict when
+	// another append won.
+	Append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error)
+	// Read calls fn for each event of subject after sequence after, in
+	// order, and returns the sequence of the last one (after if none).
+	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
+}
+
+// Snapshots stores aggregate state at a sequence, so loading an aggregate
+// costs a snapshot plus the few events after it, never its whole history.
+type Snapshots interface {
+	// Load returns seq 0 and no data when key has no snapshot.
+	Load(ctx context.Context, key string) (seq uint64, data []byte, err error)
+	Save(ctx context.Context, key string, seq uint64, data []byte) error
+}
+
+// Aggregate is the state a command is decided against. Apply folds one
+// event into it; state is rebuilt only by Apply.
+type Aggregate interface {
+	Apply(events.Event) error
+}
+
+// StoreConfig tunes a Store.
+type StoreConfig struct {
+	// Name identifies the aggregate's state shape in snapshot keys; change
+	// it when the shape changes so old snapshots are ignored, not misread.
+	Name string
+	// SnapshotEvery is how many events may follow a snapshot before a new
+	// one is written. Default 100.
+	SnapshotEvery uint64
+	// CacheSize is how many aggregates are kept in memory. Default 4096.
+	CacheSize int
+	// MaxAttempts bounds how often a command is decided again after losing
+	// a race. Default 20.
+	MaxAttempts int
+	Logger      *slog.Logger
+}
+
+// Result is what an executed command appended. Seq is the log position the
+// caller's next read must reflect; with no events it is the aggregate's
+// current position.
+type Result struct {
+	Seq    uint64
+	Events []events.Event
+}
+
+// Store runs commands against aggregates of one kind. Commands on one
+// aggregate are serialised in-process, so racing requests do not burn
+// optimistic retries against each other; across processes the log's
+// expected-sequence check keeps them consistent.
+type Store[A Aggregate] struct {
+	log   Log
+	snaps Snapshots
+	fresh func() A
+	cfg   StoreConfig
+
+	seed  maphash.Seed
+	locks [256]sync.Mutex
+
+	mu    sync.Mutex
+	cache map[string]*list.Element
+	lru   list.List // of *cached[A], most recent first
+}
+
+type cached[A Aggregate] struct {
+	key     string
+	agg     A
+	seq     uint64 // last event applied
+	snapSeq uint64 // seq of the newest snapshot known
+}
+
+// NewStore returns a Store whose empty aggregates come from fresh.
+func NewStore[A Aggregate](log Log, snaps Snapshots, fresh func() A, cfg StoreConfig) (*Store[A], error) {
+	if log == nil || snaps == nil || fresh == nil {
+		return nil, errors.New("commands: NewStore needs a log, a snapshot store and a constructor")
+	}
+	if cfg.Name == "" {
+		return nil, errors.New("commands: NewStore needs a name")
+	}
+	if cfg.SnapshotEvery == 0 {
+		cfg.SnapshotEvery = 100
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 4096
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store[A]{log: log, snaps: snaps, fresh: fresh, cfg: cfg, seed: maphash.MakeSeed(), cache: map[string]*list.Element{}}, nil
+}
+
+// Decide inspects an aggregate and returns the events a command appends
+// (none for a no-op), or an error. It must not modify the aggregate: it may
+// run again on newer state when another writer won a race.
+type Decide[A Aggregate] func(A) ([]events.Event, error)
+
+// Execute loads the aggregate on subject, decides, and appends.
+func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
+	l := &s.locks[maphash.String(s.seed, subject)%uint64(len(s.locks))]
+	l.Lock()
+	defer l.Unlock()
+
+	c, err := s.load(ctx, subject)
+	if err != nil {
+		return Result{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		evs, err := decide(c.agg)
+		if err != nil || len(evs) == 0 {
+			return Result{Seq: c.seq}, err
+		}
+		last, err := s.log.Append(ctx, subject, c.seq, evs)
+		if errors.Is(err, ErrConflict) && attempt < s.cfg.MaxAttempts {
+			if err := s.catchUp(ctx, c); err != nil {
+				s.forget(subject)
+				return Result{}, err
+			}
+			continue
+		}
+		if errors.Is(err, ErrConflict) {
+			return Result{}, &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: err}
+		}
+		if err != nil {
+			// An append that failed may still have happened; the state is
+			// re-read from the log next time.
+			s.forget(subject)
+			return Result{}, unavailable(fmt.Errorf("append to %s: %w", subject, err))
+		}
+		first := last - uint64(len(evs)) + 1
+		for i := range evs {
+			evs[i].Seq = first + uint64(i)
+			if err := c.agg.Apply(evs[i]); err != nil {
+				s.forget(subject)
+				return Result{}, fmt.Errorf("apply own event %s: %w", evs[i].Type, err)
+			}
+		}
+		c.seq = last
+		s.remember(c)
+		s.maybeSnapshot(ctx, c)
+		return Result{Seq: last, Events: evs}, nil
+	}
+}
+
+// Load returns a copy-free view of the aggregate on subject for read-only
+// use, such as answering with the state a command left behind.
+func (s *Store[A]) Load(ctx context.Context, subject string, read func(A, uint64) error) error {
+	l := &s.locks[maphash.String(s.seed, subject)%uint64(len(s.locks))]
+	l.Lock()
+	defer l.Unlock()
+	c, err := s.load(ctx, subject)
+	if err != nil {
+		return err
+	}
+	return read(c.agg, c.seq)
+}
+
+func (s *Store[A]) load(ctx context.Context, subject string) (*cached[A], error) {
+	s.mu.Lock()
+	if el, ok := s.cache[subject]; ok {
+		s.lru.MoveToFront(el)
+		s.mu.Unlock()
+		return el.Value.(*cached[A]), nil
+	}
+	s.mu.Unlock()
+
+	c := &cached[A]{key: subject, agg: s.fresh()}
+	seq, data, err := s.snaps.Load(ctx, s.snapshotKey(subject))
+	if err != nil {
+		// A snapshot is an optimisation: without one, read the log.
+		s.cfg.Logger.Warn("load snapshot", "subject", subject, "err", err)
+	} else if seq > 0 {
+		if err := json.Unmarshal(data, c.agg); err != nil {
+			s.cfg.Logger.Warn("decode snapshot", "subject", subject, "err", err)
+			c.agg = s.fresh()
+		} else {
+			c.seq, c.snapSeq = seq, seq
+		}
+	}
+	if err := s.catchUp(ctx, c); err != nil {
+		return nil, err
+	}
+	s.remember(c)
+	return c, nil
+}
+
+func (s *Store[A]) catchUp(ctx context.Context, c *cached[A]) error {
+	last, err := s.log.Read(ctx, c.key, c.seq, c.agg.Apply)
+	if err != nil {
+		return unavailable(fmt.Errorf("read %s after %d: %w", c.key, c.seq, err))
+	}
+	c.seq = last
+	return nil
+}
+
+func (s *Store[A]) remember(c *cached[A]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.cache[c.key]; ok {
+		el.Value = c
+		s.lru.MoveToFront(el)
+		return
+	}
+	s.cache[c.key] = s.lru.PushFront(c)
+	for s.lru.Len() > s.cfg.CacheSize {
+		old := s.lru.Remove(s.lru.Back()).(*cached[A])
+		delete(s.cache, old.key)
+	}
+}
+
+func (s *Store[A]) forget(subject string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.cache[subject]; ok {
+		s.lru.Remove(el)
+		delete(s.cache, subject)
+	}
+}
+
+func (s *Store[A]) maybeSnapshot(ctx context.Context, c *cached[A]) {
+	if c.seq-c.snapSeq < s.cfg.SnapshotEvery {
+		return
+	}
+	data, err := json.Marshal(c.agg)
+	if err == nil {
+		err = s.snaps.Save(ctx, s.snapshotKey(c.key), c.seq, data)
+	}
+	if err != nil {
+		s.cfg.Logger.Warn("save snapshot", "subject", c.key, "err", err)
+		return
+	}
+	c.snapSeq = c.seq
+}
+
+func (s *Store[A]) snapshotKey(subject string) string { return s.cfg.Name + "." + subject }
+
+func unavailable(err error) error {
+	return &Error{Code: EUnavailable, Message: "The service is temporarily unavailable; try again.", Err: err}
+}

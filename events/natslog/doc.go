@@ -1,0 +1,16 @@
+// Package natslog is Astro's event log on NATS JetStream: it creates the
+// streams, encodes events as CloudEvents in binary mode (ce-* headers, JSON
+// data), appends them with optimistic concurrency and de-duplication, reads
+// an aggregate's events back, and keeps aggregate snapshots in a KV bucket.
+//
+// Contracts:
+//   - Append is all-or-none: several events go in as one atomic batch.
+//   - A retried append never appends twice and never reports a false
+//     conflict: every event carries Nats-Msg-Id, and when the server answers
+//     "wrong last sequence" Append looks for its own first event right after
+//     the expected sequence before calling it a conflict. This matters
+//     because a single-replica stream checks the expected sequence before it
+//     checks the duplicate window.
+//   - Reads go to the stream leader (direct get is off), so a read that
+//     follows an acknowledged append sees it.
+package natslog

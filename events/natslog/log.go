@@ -1,0 +1,291 @@
+package natslog
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// Config names the log's streams. Zero values take the defaults.
+type Config struct {
+	Stream          string        // default "ASTRO_EVENTS"
+	SnapshotBucket  string        // default "ASTRO_SNAPSHOTS"
+	Replicas        int           // default 1; 3 on a cluster
+	DuplicateWindow time.Duration // default 10m: how long a retried append is recognised by id
+	// AttemptTimeout bounds one publish; Append retries until its ctx ends.
+	AttemptTimeout time.Duration // default 5s
+	Logger         *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Stream == "" {
+		c.Stream = "ASTRO_EVENTS"
+	}
+	if c.SnapshotBucket == "" {
+		c.SnapshotBucket = "ASTRO_SNAPSHOTS"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 10 * time.Minute
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Log is the event log. It implements commands.Log.
+type Log struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	snaps  jetstream.KeyValue
+}
+
+// Open creates or updates the streams (idempotently) and returns the log.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
+	cfg.defaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "Astro domain events, one subject per aggregate",
+		Subjects:    []string{events.SubjectPrefix + ".>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  cfg.DuplicateWindow,
+		// The log is the system of record: nothing is ever removed from it.
+		DenyDelete: true,
+		DenyPurge:  true,
+		// Direct gets may be answered by a lagging replica; decisions and
+		// retry checks must see the latest append.
+		AllowDirect:        false,
+		AllowAtomicPublish: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
+	}
+	snaps, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      cfg.SnapshotBucket,
+		Description: "Aggregate snapshots; a cache of the event log, safe to delete",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create bucket %s: %w", cfg.SnapshotBucket, err)
+	}
+	return &Log{cfg: cfg, nc: nc, js: js, stream: stream, snaps: snaps}, nil
+}
+
+// JetStream returns the JetStream context, for consumers of the log.
+func (l *Log) JetStream() jetstream.JetStream { return l.js }
+
+// Stream returns the name of the event stream.
+func (l *Log) Stream() string { return l.cfg.Stream }
+
+// Append implements commands.Log.
+func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error) {
+	if len(evs) == 0 {
+		return 0, errors.New("append: no events")
+	}
+	msgs := make([]*nats.Msg, len(evs))
+	for i, e := range evs {
+		if s := events.Subject(e.WorkspaceID, e.Aggregate); s != subject {
+			return 0, fmt.Errorf("append: event for %s in an append to %s", s, subject)
+		}
+		msgs[i] = Encode(e)
+	}
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+
+	wait := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		last, err := l.publish(ctx, msgs)
+		switch {
+		case err == nil:
+			return last, nil
+		case isWrongLastSeq(err) || isDuplicateInBatch(err):
+			// Our own earlier attempt may be what moved the subject on: a
+			// single message is refused for its expected sequence, a batch
+			// for its duplicate ids, before either is recognised as a retry.
+			if seq, ok, ferr := l.findOwn(ctx, subject, expected, evs); ferr != nil {
+				return 0, ferr
+			} else if ok {
+				return seq, nil
+			}
+			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, commands.ErrConflict)
+		case !retryable(err):
+			return 0, fmt.Errorf("append to %s: %w", subject, err)
+		}
+		l.cfg.Logger.Warn("append failed, retrying", "subject", subject, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("append to %s: %w (last error: %v)", subject, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+// pubAck is the server's answer to a JetStream publish.
+type pubAck struct {
+	Stream    string              `json:"stream"`
+	Seq       uint64              `json:"seq"`
+	Duplicate bool                `json:"duplicate"`
+	Error     *jetstream.APIError `json:"error"`
+}
+
+// publish sends msgs as one message or one atomic batch and returns the
+// sequence of the last one.
+func (l *Log) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
+	defer cancel()
+	if len(msgs) > 1 {
+		// A fresh batch id per attempt: a timed-out attempt may have left a
+		// half-staged batch behind, which the server abandons on its own.
+		batch := events.NewID(time.Now())
+		for i, m := range msgs {
+			m.Header.Set("Nats-Batch-Id", batch)
+			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+			if i < len(msgs)-1 {
+				if err := l.nc.PublishMsg(m); err != nil {
+					return 0, err
+				}
+			}
+		}
+		msgs[len(msgs)-1].Header.Set("Nats-Batch-Commit", "1")
+	}
+	resp, err := l.nc.RequestMsgWithContext(ctx, msgs[len(msgs)-1])
+	if err != nil {
+		return 0, err
+	}
+	var ack pubAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return 0, fmt.Errorf("decode publish ack: %w", err)
+	}
+	if ack.Error != nil {
+		return 0, ack.Error
+	}
+	if ack.Seq == 0 {
+		return 0, errors.New("publish ack without a sequence")
+	}
+	return ack.Seq, nil
+}
+
+// findOwn reports whether the first event after expected on subject is
+// evs[0], that is, whether an earlier attempt of this append went in.
+func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, bool, error) {
+	m, err := l.stream.GetMsg(ctx, expected+1, jetstream.WithGetMsgSubject(subject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("check own append on %s: %w", subject, err)
+	}
+	if m.Header.Get(nats.MsgIdHdr) != evs[0].ID {
+		return 0, false, nil
+	}
+	// An atomic batch is stored contiguously.
+	return m.Sequence + uint64(len(evs)) - 1, true, nil
+}
+
+// Read implements commands.Log.
+func (l *Log) Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error) {
+	for {
+		m, err := l.stream.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return after, nil
+		}
+		if err != nil {
+			return after, fmt.Errorf("read %s from %d: %w", subject, after+1, err)
+		}
+		e, err := Decode(m.Subject, m.Header, m.Data, m.Sequence)
+		if err != nil {
+			return after, err
+		}
+		if err := fn(e); err != nil {
+			return after, err
+		}
+		after = m.Sequence
+	}
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+func isDuplicateInBatch(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInBatch
+}
+
+// retryable errors leave the outcome unknown or are passing: the append is
+// tried again with the same message ids.
+func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 503: no quorum or leader election; incomplete batch: a message of
+		// the batch was lost on the way.
+		return apiErr.Code == 503 || apiErr.ErrorCode == jetstream.ErrorCode(errIncompleteBatch)
+	}
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// Snapshots returns the snapshot store, which implements commands.Snapshots.
+func (l *Log) Snapshots() Snapshots { return Snapshots{kv: l.snaps} }
+
+// Snapshots keeps aggregate state in a KV bucket: 8 bytes of sequence, then
+// the state.
+type Snapshots struct{ kv jetstream.KeyValue }
+
+// Load implements commands.Snapshots.
+func (s Snapshots) Load(ctx context.Context, key string) (uint64, []byte, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	v := e.Value()
+	if len(v) < 8 {
+		return 0, nil, fmt.Errorf("snapshot %s: too short", key)
+	}
+	return binary.BigEndian.Uint64(v), v[8:], nil
+}
+
+// Save implements commands.Snapshots.
+func (s Snapshots) Save(ctx context.Context, key string, seq uint64, data []byte) error {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(data)), seq)
+	_, err := s.kv.Put(ctx, key, append(v, data...))
+	return err
+}
+
+// JetStream error codes nats.go does not name.
+const (
+	errIncompleteBatch  = 10176 // atomic publish batch is incomplete
+	errDuplicateInBatch = 10201 // atomic publish batch contains duplicate message id
+)

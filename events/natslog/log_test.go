@@ -1,0 +1,194 @@
+package natslog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"astro/commands"
+	"astro/events"
+	"astro/events/natslog"
+	"astro/events/natstest"
+)
+
+func openLog(t *testing.T) (*natslog.Log, *nats.Conn) {
+	t.Helper()
+	nc := natstest.Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := natslog.Open(ctx, nc, natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, nc
+}
+
+var meta = events.Meta{WorkspaceID: "w1", ActorID: "u1", Integration: "tests", CorrelationID: "c1", Time: time.Date(2027, 1, 2, 3, 4, 5, 6000, time.UTC)}
+
+func renamed(t *testing.T, id, holiday, from, to string) events.Event {
+	t.Helper()
+	e, err := events.New(id, meta, events.Aggregate{Kind: events.KindHoliday, ID: holiday}, events.HolidayRenamed{HolidayID: holiday, OldReason: from, NewReason: to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestAppendAndRead(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	subj := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h1"})
+
+	seq1, err := l.Append(ctx, subj, 0, []events.Event{renamed(t, "e1", "h1", "a", "b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another subject in between: expected sequences are per subject.
+	other := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h2"})
+	if _, err := l.Append(ctx, other, 0, []events.Event{renamed(t, "x1", "h2", "a", "b")}); err != nil {
+		t.Fatal(err)
+	}
+	seq3, err := l.Append(ctx, subj, seq1, []events.Event{renamed(t, "e2", "h1", "b", "c"), renamed(t, "e3", "h1", "c", "d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq3 != 4 {
+		t.Fatalf("batch ended at %d, want 4", seq3)
+	}
+
+	var got []events.Event
+	last, err := l.Read(ctx, subj, 0, func(e events.Event) error { got = append(got, e); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last != seq3 || len(got) != 3 || got[0].ID != "e1" || got[2].ID != "e3" {
+		t.Fatalf("read %d events up to %d: %+v", len(got), last, got)
+	}
+	e := got[0]
+	if e.Seq != seq1 || e.Type != "HolidayRenamed" || e.Version != 1 || e.WorkspaceID != "w1" || e.ActorID != "u1" ||
+		e.Integration != "tests" || e.CorrelationID != "c1" || !e.Time.Equal(meta.Time) || e.Aggregate.ID != "h1" {
+		t.Fatalf("round trip lost metadata: %+v", e)
+	}
+	// Reading after the last event finds nothing.
+	n := 0
+	if _, err := l.Read(ctx, subj, seq3, func(events.Event) error { n++; return nil }); err != nil || n != 0 {
+		t.Fatalf("read past the end: %d events, %v", n, err)
+	}
+}
+
+func TestAppendConflict(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	subj := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h1"})
+	if _, err := l.Append(ctx, subj, 0, []events.Event{renamed(t, "e1", "h1", "a", "b")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		expected uint64
+		evs      []events.Event
+	}{
+		{"single", 0, []events.Event{renamed(t, "e2", "h1", "a", "c")}},
+		{"batch", 0, []events.Event{renamed(t, "e3", "h1", "a", "c"), renamed(t, "e4", "h1", "c", "d")}},
+		{"future sequence", 7, []events.Event{renamed(t, "e5", "h1", "a", "c")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := l.Append(ctx, subj, tc.expected, tc.evs)
+			if !errors.Is(err, commands.ErrConflict) {
+				t.Fatalf("got %v, want ErrConflict", err)
+			}
+		})
+	}
+	n := 0
+	l.Read(ctx, subj, 0, func(events.Event) error { n++; return nil })
+	if n != 1 {
+		t.Fatalf("%d events after conflicts, want 1: a conflicting batch must leave nothing", n)
+	}
+}
+
+// A retry of an append that did go in, but whose acknowledgement was lost,
+// must report success with the original sequence, not a conflict, and must
+// not append again.
+func TestRetriedAppendIsRecognised(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	subj := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h1"})
+	for _, evs := range [][]events.Event{
+		{renamed(t, "e1", "h1", "a", "b")},
+		{renamed(t, "e2", "h1", "b", "c"), renamed(t, "e3", "h1", "c", "d")},
+	} {
+		var expected uint64
+		l.Read(ctx, subj, 0, func(e events.Event) error { expected = e.Seq; return nil })
+		first, err := l.Append(ctx, subj, expected, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := l.Append(ctx, subj, expected, evs)
+		if err != nil {
+			t.Fatalf("retry of %d events: %v", len(evs), err)
+		}
+		if again != first {
+			t.Fatalf("retry answered %d, first append %d", again, first)
+		}
+	}
+	n := 0
+	l.Read(ctx, subj, 0, func(events.Event) error { n++; return nil })
+	if n != 3 {
+		t.Fatalf("%d events, want 3", n)
+	}
+}
+
+func TestSnapshots(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	s := l.Snapshots()
+	if seq, data, err := s.Load(ctx, "inbox.v1.x"); err != nil || seq != 0 || data != nil {
+		t.Fatalf("missing snapshot: %d %q %v", seq, data, err)
+	}
+	if err := s.Save(ctx, "inbox.v1.x", 42, []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	seq, data, err := s.Load(ctx, "inbox.v1.x")
+	if err != nil || seq != 42 || string(data) != `{"a":1}` {
+		t.Fatalf("snapshot: %d %q %v", seq, data, err)
+	}
+}
+
+func TestOpenIsIdempotent(t *testing.T) {
+	_, nc := openLog(t)
+	for i := range 2 {
+		if _, err := natslog.Open(context.Background(), nc, natslog.Config{}); err != nil {
+			t.Fatalf("open #%d: %v", i+2, err)
+		}
+	}
+}
+
+func TestScan(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	for i := range 5 {
+		h := fmt.Sprintf("h%d", i%2)
+		subj := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: h})
+		var expected uint64
+		l.Read(ctx, subj, 0, func(e events.Event) error { expected = e.Seq; return nil })
+		if _, err := l.Append(ctx, subj, expected, []events.Event{renamed(t, fmt.Sprint("e", i), h, "a", "b")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seqs []uint64
+	err := l.Scan(ctx, events.KindSubjects(events.KindHoliday), natslog.ScanFrom{Seq: 2}, func(e events.Event) error {
+		seqs = append(seqs, e.Seq)
+		return nil
+	})
+	if err != nil || fmt.Sprint(seqs) != "[2 3 4 5]" {
+		t.Fatalf("scan from 2: %v %v", seqs, err)
+	}
+	n := 0
+	if err := l.Scan(ctx, "astro.events.w9.>", natslog.ScanFrom{}, func(events.Event) error { n++; return nil }); err != nil || n != 0 {
+		t.Fatalf("scan of an empty filter: %d, %v", n, err)
+	}
+}

@@ -1,0 +1,153 @@
+// Package natsserver owns Astro's embedded NATS server: a single JetStream
+// server (no cluster) running inside the program, storing streams under
+// StoreDir. The program talks to it over in-process connections; TCP clients
+// are accepted only when Listen says so.
+package natsserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Config says where JetStream keeps its data and whether TCP is open.
+type Config struct {
+	// StoreDir is the JetStream file store directory.
+	StoreDir string
+	// Listen is "host:port" to also accept TCP clients (port 0 picks a free
+	// one), or "" or "off" for in-process connections only.
+	Listen string
+	// Logger receives the server's errors and warnings, and its notices at
+	// debug level; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	ns *server.Server
+}
+
+// readyTimeout bounds the wait for the server when ctx has no earlier
+// deadline.
+const readyTimeout = 10 * time.Second
+
+// Start starts the server and waits until it is ready for connections.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("natsserver: Config.StoreDir is empty")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	opts := &server.Options{
+		ServerName: "astro",
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		DontListen: true,
+		NoSigs:     true, // signals belong to the program, not to a library
+	}
+	if cfg.Listen != "" && cfg.Listen != "off" {
+		host, portStr, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("natsserver: Listen %q: %w", cfg.Listen, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil {
+			return nil, fmt.Errorf("natsserver: Listen %q: bad port: %w", cfg.Listen, err)
+		}
+		if port == 0 {
+			port = server.RANDOM_PORT // to nats-server, 0 means its default, 4222
+		}
+		opts.DontListen, opts.Host, opts.Port = false, host, port
+	}
+
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: %w", err)
+	}
+	ns.SetLoggerV2(slogLogger{logger}, false, false, false)
+	ns.Start()
+	if err := waitReady(ctx, ns); err != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("natsserver: %w", err)
+	}
+	return &Server{ns: ns}, nil
+}
+
+func waitReady(ctx context.Context, ns *server.Server) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	// Short waits, so that a cancelled ctx is noticed.
+	for !ns.ReadyForConnections(50 * time.Millisecond) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("server not ready for connections (see its log): %w", err)
+		}
+	}
+	if !ns.JetStreamEnabled() {
+		return errors.New("JetStream did not start (see the server log)")
+	}
+	return nil
+}
+
+// Connect opens an in-process connection, which bypasses TCP entirely.
+func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: connect in-process: %w", err)
+	}
+	return nc, nil
+}
+
+// ClientURL is the URL for TCP clients, "" when Listen is off. A wildcard
+// listen address is reported as loopback, which is what a local client can
+// dial.
+func (s *Server) ClientURL() string {
+	addr, ok := s.ns.Addr().(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	ip := addr.IP
+	switch {
+	case ip.IsUnspecified() && ip.To4() != nil:
+		ip = net.IPv4(127, 0, 0, 1)
+	case ip.IsUnspecified():
+		ip = net.IPv6loopback
+	}
+	return "nats://" + net.JoinHostPort(ip.String(), strconv.Itoa(addr.Port))
+}
+
+// Shutdown stops the server gracefully and waits until it is down.
+func (s *Server) Shutdown() {
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+}
+
+// slogLogger adapts slog to nats-server's logger interface. Notices (startup
+// banners and the like) go to debug so that a running server is quiet.
+type slogLogger struct{ l *slog.Logger }
+
+func (a slogLogger) log(level slog.Level, format string, v []any) {
+	ctx := context.Background()
+	if a.l.Enabled(ctx, level) {
+		a.l.Log(ctx, level, fmt.Sprintf(format, v...), "component", "nats")
+	}
+}
+
+func (a slogLogger) Noticef(format string, v ...any) { a.log(slog.LevelDebug, format, v) }
+func (a slogLogger) Warnf(format string, v ...any)   { a.log(slog.LevelWarn, format, v) }
+func (a slogLogger) Errorf(format string, v ...any)  { a.log(slog.LevelError, format, v) }
+func (a slogLogger) Debugf(format string, v ...any)  { a.log(slog.LevelDebug, format, v) }
+func (a slogLogger) Tracef(format string, v ...any)  { a.log(slog.LevelDebug, format, v) }
+
+// Fatalf only logs: nats-server returns after it, and exiting the program is
+// not the server's call.
+func (a slogLogger) Fatalf(format string, v ...any) { a.log(slog.LevelError, format, v) }

@@ -1,0 +1,135 @@
+package natsserver
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func start(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// messages returns how many messages stream EVENTS holds, creating it first
+// when create is set.
+func messages(t *testing.T, nc *nats.Conn, create bool) uint64 {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream jetstream.Stream
+	if create {
+		stream, err = js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.>"}})
+	} else {
+		stream, err = js.Stream(t.Context(), "EVENTS")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func publish(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), "events.x", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListen(t *testing.T) {
+	cases := []struct {
+		listen  string
+		wantTCP bool
+	}{
+		{"", false},
+		{"off", false},
+		{"127.0.0.1:0", true},
+		{":0", true},
+	}
+	for _, c := range cases {
+		t.Run("listen="+c.listen, func(t *testing.T) {
+			s := start(t, Config{StoreDir: t.TempDir(), Listen: c.listen})
+			url := s.ClientURL()
+			if gotTCP := url != ""; gotTCP != c.wantTCP {
+				t.Fatalf("ClientURL() = %q, want TCP %v", url, c.wantTCP)
+			}
+			nc, err := s.Connect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			messages(t, nc, true)
+			publish(t, nc)
+			if !c.wantTCP {
+				return
+			}
+			if strings.HasSuffix(url, ":0") || strings.Contains(url, "0.0.0.0") {
+				t.Errorf("ClientURL() = %q, want a dialable address", url)
+			}
+			tcp, err := nats.Connect(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tcp.Close()
+			if n := messages(t, tcp, false); n != 1 {
+				t.Errorf("over TCP: %d messages, want 1", n)
+			}
+		})
+	}
+}
+
+func TestStoreSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, Config{StoreDir: dir})
+	nc, err := s.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	messages(t, nc, true)
+	publish(t, nc)
+	nc.Close()
+	s.Shutdown()
+
+	nc, err = start(t, Config{StoreDir: dir}).Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if n := messages(t, nc, false); n != 1 {
+		t.Errorf("after restart: %d messages, want 1", n)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	cases := map[string]Config{
+		"no store dir": {},
+		"bad listen":   {StoreDir: t.TempDir(), Listen: "nonsense"},
+		"bad port":     {StoreDir: t.TempDir(), Listen: "127.0.0.1:x"},
+	}
+	for name, cfg := range cases {
+		t.Run(name, func(t *testing.T) {
+			if s, err := Start(context.Background(), cfg); err == nil {
+				s.Shutdown()
+				t.Fatal("Start succeeded")
+			}
+		})
+	}
+}

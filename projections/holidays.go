@@ -1,0 +1,136 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"astro/events"
+)
+
+// Holidays projects holiday and resource events into the holidays and
+// resources tables.
+type Holidays struct {
+	create, rename, upsertResources *sqlx.Stmt
+}
+
+// NewHolidays prepares the projector's statements.
+func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
+	var p Holidays
+	for _, s := range []struct {
+		dst **sqlx.Stmt
+		sql string
+	}{
+		// A holiday is fixed at creation, so a second copy of the event
+		// (a replay) has nothing to add.
+		{&p.create, `INSERT INTO holidays (workspace_id, id, reason, type, date_from, date_to, country_ids, resource_ids, created_seq, seq)
+			VALUES ($1, $2, $3, $4, NULLIF($5, '')::date, NULLIF($6, '')::date, $7, $8, $9, $9)
+			ON CONFLICT DO NOTHING`},
+		// The seq guard keeps a replayed older rename from undoing a newer one.
+		{&p.rename, `UPDATE holidays SET reason = $3, seq = $4 WHERE workspace_id = $1 AND id = $2 AND seq < $4`},
+		// Upstream syncs send resources in bulk: a batch's upserts are one
+		// statement. The seq guard makes a replay of an older upsert a no-op.
+		{&p.upsertResources, `INSERT INTO resources (workspace_id, id, name, country_code, is_active, is_guest, seq)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::boolean[], $7::bigint[])
+			ON CONFLICT (workspace_id, id) DO UPDATE SET name = EXCLUDED.name, country_code = EXCLUDED.country_code,
+				is_active = EXCLUDED.is_active, is_guest = EXCLUDED.is_guest, seq = EXCLUDED.seq
+			WHERE resources.seq < EXCLUDED.seq`},
+	} {
+		stmt, err := db.PreparexContext(ctx, s.sql)
+		if err != nil {
+			return nil, fmt.Errorf("prepare holidays projector: %w", err)
+		}
+		*s.dst = stmt
+	}
+	return &p, nil
+}
+
+// Name implements Projector.
+func (*Holidays) Name() string { return "holidays" }
+
+// Subjects implements Projector.
+func (*Holidays) Subjects() []string {
+	return []string{events.KindSubjects(events.KindHoliday), events.KindSubjects(events.KindResource)}
+}
+
+// resourceRows are the latest upserts of a batch, one per resource, as
+// column arrays.
+type resourceRows struct {
+	at                    map[[2]string]int // (workspace, id) -> row
+	ws, id, name, country []string
+	active, guest         []bool
+	seq                   []int64
+}
+
+// add keeps only the newest upsert of a resource: one INSERT ... ON CONFLICT
+// may not touch the same row twice.
+func (r *resourceRows) add(e events.Event, p *events.ResourceUpserted) {
+	key := [2]string{e.WorkspaceID, p.ResourceID}
+	seq := int64(e.Seq)
+	if i, ok := r.at[key]; ok {
+		if seq < r.seq[i] {
+			return
+		}
+		r.name[i], r.country[i], r.active[i], r.guest[i], r.seq[i] = p.Name, p.CountryCode, p.IsActive, p.IsGuest, seq
+		return
+	}
+	if r.at == nil {
+		r.at = map[[2]string]int{}
+	}
+	r.at[key] = len(r.id)
+	r.ws = append(r.ws, e.WorkspaceID)
+	r.id = append(r.id, p.ResourceID)
+	r.name = append(r.name, p.Name)
+	r.country = append(r.country, p.CountryCode)
+	r.active = append(r.active, p.IsActive)
+	r.guest = append(r.guest, p.IsGuest)
+	r.seq = append(r.seq, seq)
+}
+
+// Apply implements Projector.
+func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
+	// Holiday rows never read resource rows (scope is resolved at query
+	// time), so the batch's resource upserts can all go last, in one
+	// statement, without changing the result.
+	var res resourceRows
+	for _, e := range evs {
+		payload, err := events.Decode(e)
+		if err != nil {
+			return err
+		}
+		ws, seq := e.WorkspaceID, int64(e.Seq)
+		switch v := payload.(type) {
+		case *events.ResourceUpserted:
+			res.add(e, v)
+		case *events.HolidayCreated:
+			_, err = tx.StmtxContext(ctx, p.create).ExecContext(ctx, ws, v.HolidayID, v.Reason, v.Type, v.DateFrom, v.DateTo,
+				pq.Array(orEmpty(v.CountryIDs)), pq.Array(orEmpty(v.ResourceIDs)), seq)
+		case *events.HolidayRenamed:
+			_, err = tx.StmtxContext(ctx, p.rename).ExecContext(ctx, ws, v.HolidayID, v.NewReason, seq)
+		default:
+			err = fmt.Errorf("unexpected event %s", e.Type)
+		}
+		if err != nil {
+			return fmt.Errorf("apply %s (seq %d): %w", e.Type, e.Seq, err)
+		}
+	}
+	if len(res.id) == 0 {
+		return nil
+	}
+	if _, err := tx.StmtxContext(ctx, p.upsertResources).ExecContext(ctx, pq.Array(res.ws), pq.Array(res.id), pq.Array(res.name),
+		pq.Array(res.country), pq.Array(res.active), pq.Array(res.guest), pq.Array(res.seq)); err != nil {
+		return fmt.Errorf("apply %d resource upserts: %w", len(res.id), err)
+	}
+	return nil
+}
+
+// orEmpty turns a missing list into an empty one: pq sends a nil slice as
+// NULL, which the NOT NULL array columns refuse.
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,286 @@
+package pgserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	// pointerFile, inside DataDir, names the fallback cluster directory.
+	pointerFile = "astro-pgdata"
+	// fallbackRoot holds clusters whose DataDir the server user cannot reach.
+	fallbackRoot = "/var/lib/astro"
+	// pgLibDir is where Debian and Ubuntu install each PostgreSQL major.
+	pgLibDir = "/usr/lib/postgresql"
+)
+
+// FindBinDir returns the directory holding initdb and postgres, chosen as
+// Start chooses it: dir itself when set, else the directory of initdb on PATH,
+// else the highest-versioned /usr/lib/postgresql/*/bin. The error wraps
+// ErrNoBinaries.
+func FindBinDir(dir string) (string, error) {
+	if dir != "" {
+		if hasBinaries(dir) {
+			return dir, nil
+		}
+		return "", fmt.Errorf("%w (BinDir %s)", ErrNoBinaries, dir)
+	}
+	// initdb runs the postgres next to its real path, so PATH symlinks (as
+	// in /usr/local/bin) are resolved to keep both from the same install.
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil && hasBinaries(filepath.Dir(real)) {
+			return filepath.Dir(real), nil
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(pgLibDir, "*", "bin"))
+	slices.SortFunc(dirs, func(a, b string) int { return slices.Compare(version(b), version(a)) })
+	for _, d := range dirs {
+		if hasBinaries(d) {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("%w (searched PATH and %s/*/bin)", ErrNoBinaries, pgLibDir)
+}
+
+// version turns /usr/lib/postgresql/9.6/bin into [9 6] for sorting.
+func version(binDir string) []int {
+	var v []int
+	for _, part := range strings.Split(filepath.Base(filepath.Dir(binDir)), ".") {
+		n, _ := strconv.Atoi(part)
+		v = append(v, n)
+	}
+	return v
+}
+
+func hasBinaries(dir string) bool {
+	for _, name := range []string{"initdb", "postgres"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// runAs returns the credential to run initdb and postgres with: nil (as
+// ourselves) unless we are root, which postgres refuses to run as.
+func runAs() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	var errs []error
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err := errors.Join(err1, err2); err != nil {
+			errs = append(errs, fmt.Errorf("user %s: %w", name, err))
+			continue
+		}
+		cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		// Without supplementary groups the child would keep root's.
+		ids, _ := u.GroupIds()
+		for _, id := range ids {
+			if g, err := strconv.ParseUint(id, 10, 32); err == nil {
+				cred.Groups = append(cred.Groups, uint32(g))
+			}
+		}
+		return cred, nil
+	}
+	return nil, fmt.Errorf("pgserver: running as root, and no user to run postgres as: %w", errors.Join(errs...))
+}
+
+// clusterDir returns the directory the cluster for dataDir lives in: dataDir
+// itself, unless we are root and the server user cannot reach it (see the
+// package doc).
+func clusterDir(dataDir string, cred *syscall.Credential, logger *slog.Logger) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("pgserver: data dir: %w", err)
+	}
+	if cred == nil {
+		return abs, nil
+	}
+	pointer := filepath.Join(abs, pointerFile)
+	b, err := os.ReadFile(pointer)
+	if err == nil {
+		dir := strings.TrimSpace(string(b))
+		logger.Info("postgres user cannot reach the data dir; using the fallback cluster", "data_dir", abs, "cluster", dir)
+		return dir, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("pgserver: read %s: %w", pointer, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return "", fmt.Errorf("pgserver: create parent of data dir: %w", err)
+	}
+	if canTraverse(filepath.Dir(abs), cred) {
+		return abs, nil
+	}
+
+	sum := sha256.Sum256([]byte(abs))
+	dir := filepath.Join(fallbackRoot, "pg-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(fallbackRoot, 0o755); err != nil {
+		return "", fmt.Errorf("pgserver: create %s: %w", fallbackRoot, err)
+	}
+	// MkdirAll is subject to the umask; the server user must get through.
+	if err := os.Chmod(fallbackRoot, 0o755); err != nil {
+		return "", fmt.Errorf("pgserver: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("pgserver: create data dir: %w", err)
+	}
+	if err := os.WriteFile(pointer, []byte(dir+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("pgserver: write %s: %w", pointer, err)
+	}
+	logger.Info("postgres user cannot reach the data dir; using the fallback cluster", "data_dir", abs, "cluster", dir)
+	return dir, nil
+}
+
+// canTraverse reports whether cred may search dir and all its parents. It
+// reads the mode bits only; ACLs are not consulted.
+func canTraverse(dir string, cred *syscall.Credential) bool {
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return false
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		bit := fs.FileMode(0o001)
+		switch {
+		case st.Uid == cred.Uid:
+			bit = 0o100
+		case st.Gid == cred.Gid || slices.Contains(cred.Groups, st.Gid):
+			bit = 0o010
+		}
+		if fi.Mode().Perm()&bit == 0 {
+			return false
+		}
+		if p == filepath.Dir(p) {
+			return true
+		}
+	}
+}
+
+// ensureCluster runs initdb on dir unless it already holds a cluster.
+func ensureCluster(ctx context.Context, bin, dir string, cred *syscall.Credential, noSync bool, logger *slog.Logger) error {
+	_, err := os.Stat(filepath.Join(dir, "PG_VERSION"))
+	if err == nil {
+		return fixOwner(dir, cred)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("pgserver: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("pgserver: create cluster dir: %w", err)
+	}
+	if err := fixOwner(dir, cred); err != nil {
+		return err
+	}
+	args := []string{"-D", dir, "-U", "astro", "--auth=trust", "-E", "UTF8", "--no-locale"}
+	if noSync {
+		args = append(args, "--no-sync")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
+	cmd.Dir = dir // our working directory may be closed to the server user
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	// On SIGTERM initdb removes what it made; killed, it would leave a
+	// half-made cluster that later starts take for a real one.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	logger.Info("initialising postgres cluster", "dir", dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgserver: initdb %s: %w\n%s", dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// fixOwner hands dir's tree to the server user when we are root and it
+// belongs to someone else, e.g. after a copy made as root.
+func fixOwner(dir string, cred *syscall.Credential) error {
+	if cred == nil {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("pgserver: %w", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid == cred.Uid {
+		return nil
+	}
+	err = filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, int(cred.Uid), int(cred.Gid))
+	})
+	if err != nil {
+		return fmt.Errorf("pgserver: chown cluster to the server user: %w", err)
+	}
+	return nil
+}
+
+// readPIDFile returns the PID (line 1) and port (line 4) of postmaster.pid.
+func readPIDFile(path string) (pid, port int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 4 {
+		return 0, 0, fmt.Errorf("pid file %s has %d lines", path, len(lines))
+	}
+	pid, err1 := strconv.Atoi(strings.TrimSpace(lines[0]))
+	port, err2 := strconv.Atoi(strings.TrimSpace(lines[3]))
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("pid file %s: %w", path, err)
+	}
+	return pid, port, nil
+}
+
+// isPostmaster reports whether pid is a live (not zombie) postgres serving
+// dir. postgres runs in its data directory, so its cwd tells which cluster it
+// serves; when that is not ours to read, the process name has to do.
+func isPostmaster(pid int, dir string) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// Format: "pid (comm) state ..."; comm may itself contain ")".
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open || len(s) < end+3 {
+		return false
+	}
+	comm, state := s[open+1:end], s[end+2]
+	if comm != "postgres" && comm != "postmaster" || state == 'Z' || state == 'X' {
+		return false
+	}
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil || cwd == dir {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	return err == nil && cwd == real
+}

@@ -1,0 +1,294 @@
+package pgserver
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// newDataDir returns a data dir path inside a fresh 0755 directory. Not
+// t.TempDir: that is 0700, which the postgres user cannot traverse when the
+// tests run as root (TestFallbackDir covers that case).
+func newDataDir(t *testing.T) string {
+	t.Helper()
+	root, err := os.MkdirTemp("", "pgserver-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "data")
+}
+
+func start(t *testing.T, dataDir string) *Server {
+	t.Helper()
+	s, err := Start(t.Context(), Config{
+		DataDir: dataDir,
+		NoSync:  true,
+		Logger:  slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func open(t *testing.T, s *Server) *sql.DB {
+	t.Helper()
+	c, err := pq.NewConnector(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mustExec(t *testing.T, s *Server, query string) {
+	t.Helper()
+	if _, err := open(t, s).ExecContext(t.Context(), query); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+func count(t *testing.T, s *Server) int {
+	t.Helper()
+	var n int
+	if err := open(t, s).QueryRowContext(t.Context(), "select count(*) from kept").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestRestartKeepsData(t *testing.T) {
+	t.Parallel()
+	dir := newDataDir(t)
+	s := start(t, dir)
+	if !strings.HasPrefix(s.URL(), "postgres://astro@127.0.0.1:") {
+		t.Errorf("URL() = %q", s.URL())
+	}
+	mustExec(t, s, "select 1")
+	mustExec(t, s, "create table kept (x int); insert into kept values (1), (2)")
+	for range 2 { // Stop is idempotent
+		if err := s.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := count(t, start(t, dir)); got != 2 {
+		t.Errorf("after restart: %d rows, want 2", got)
+	}
+}
+
+func TestStalePIDFile(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		crash func(t *testing.T, s *Server, dir string)
+	}{
+		{"postmaster killed", func(t *testing.T, s *Server, _ string) {
+			if err := syscall.Kill(s.pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-s.exited:
+			case <-time.After(10 * time.Second):
+				t.Fatal("postgres still running after SIGKILL")
+			}
+		}},
+		{"pid reused by another process", func(t *testing.T, s *Server, dir string) {
+			// PID 1 is alive but not postgres.
+			stopAndFakePIDFile(t, s, dir, 1)
+		}},
+		{"pid reused by another postgres", func(t *testing.T, s *Server, dir string) {
+			other := start(t, newDataDir(t))
+			stopAndFakePIDFile(t, s, dir, other.pid)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := newDataDir(t)
+			s := start(t, dir)
+			mustExec(t, s, "create table kept (x int); insert into kept values (1)")
+			c.crash(t, s, dir)
+			if got := count(t, start(t, dir)); got != 1 {
+				t.Errorf("after restart: %d rows, want 1", got)
+			}
+		})
+	}
+}
+
+// stopAndFakePIDFile stops s and leaves a postmaster.pid naming pid, which
+// postgres alone would refuse to start over.
+func stopAndFakePIDFile(t *testing.T, s *Server, dir string, pid int) {
+	t.Helper()
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	content := fmt.Sprintf("%d\n%s\n0\n5432\n\n127.0.0.1\n0 0\nready\n", pid, dir)
+	if err := os.WriteFile(filepath.Join(dir, "postmaster.pid"), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCancelledInitdbLeavesNoCluster(t *testing.T) {
+	t.Parallel()
+	dir := newDataDir(t)
+	// initdb takes longer than this; it is cancelled halfway.
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if s, err := Start(ctx, Config{DataDir: dir, NoSync: true}); err == nil {
+		s.Stop(t.Context())
+		t.Fatal("Start succeeded despite the cancelled context")
+	}
+	mustExec(t, start(t, dir), "select 1")
+}
+
+func TestReuseRunning(t *testing.T) {
+	t.Parallel()
+	dir := newDataDir(t)
+	first := start(t, dir)
+	second := start(t, dir)
+	if second.URL() != first.URL() || second.pid != first.pid {
+		t.Fatalf("second start: %s (pid %d), want reuse of %s (pid %d)", second.URL(), second.pid, first.URL(), first.pid)
+	}
+	if err := second.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stopping the reused server did not stop postgres")
+	}
+}
+
+// childDirEnv makes the test binary act as the program that TestParentKilled
+// kills: it starts a server on the named data dir and waits to be killed.
+const childDirEnv = "PGSERVER_TEST_CHILD_DIR"
+
+func TestParentKilled(t *testing.T) {
+	if dir := os.Getenv(childDirEnv); dir != "" {
+		s, err := Start(context.Background(), Config{DataDir: dir, NoSync: true})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		fmt.Println("READY", s.pid, s.URL())
+		io.Copy(io.Discard, os.Stdin) // the parent never closes it
+		os.Exit(1)
+	}
+	t.Parallel()
+	dir := newDataDir(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestParentKilled$")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var pid int
+	var url string
+	for sc := bufio.NewScanner(stdout); pid == 0 && sc.Scan(); {
+		if _, err := fmt.Sscanf(sc.Text(), "READY %d %s", &pid, &url); err != nil && strings.HasPrefix(sc.Text(), "ERROR") {
+			t.Fatal(sc.Text())
+		}
+	}
+	if pid == 0 {
+		t.Fatal("child exited without starting postgres")
+	}
+	mustExec(t, &Server{url: url}, "create table kept (x int); insert into kept values (1)")
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	for deadline := time.Now().Add(10 * time.Second); isPostmaster(pid, dir); {
+		if time.Now().After(deadline) {
+			t.Fatalf("postgres (pid %d) outlived its killed parent", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := count(t, start(t, dir)); got != 1 {
+		t.Errorf("after restart: %d rows, want 1", got)
+	}
+}
+
+func TestFallbackDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the fallback only applies when running as root")
+	}
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data") // 0700 parent: postgres cannot enter
+	abs, _ := filepath.Abs(dataDir)
+	cred, err := runAs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := clusterDir(abs, cred, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(want) })
+	if !strings.HasPrefix(want, fallbackRoot+"/pg-") {
+		t.Fatalf("cluster dir %s, want one under %s", want, fallbackRoot)
+	}
+
+	s := start(t, dataDir)
+	mustExec(t, s, "create table kept (x int); insert into kept values (1)")
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(want, "PG_VERSION")); err != nil {
+		t.Errorf("no cluster in fallback dir: %v", err)
+	}
+	if got := count(t, start(t, dataDir)); got != 1 {
+		t.Errorf("after restart: %d rows, want 1", got)
+	}
+}
+
+func TestNoBinaries(t *testing.T) {
+	t.Parallel()
+	onlyInitdb := t.TempDir()
+	if err := os.WriteFile(filepath.Join(onlyInitdb, "initdb"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, binDir := range map[string]string{"empty": t.TempDir(), "initdb only": onlyInitdb} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Start(t.Context(), Config{DataDir: t.TempDir(), BinDir: binDir})
+			if !errors.Is(err, ErrNoBinaries) {
+				t.Fatalf("err = %v, want ErrNoBinaries", err)
+			}
+			if !strings.Contains(err.Error(), "ASTRO_DATABASE_URL") {
+				t.Errorf("error does not say how to use another database: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,258 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/events"
+	"astro/events/natslog"
+)
+
+// Projector turns events into read-model rows.
+type Projector interface {
+	// Name identifies the projector's checkpoint and durable consumer.
+	Name() string
+	// Subjects are the log subjects it consumes.
+	Subjects() []string
+	// Apply applies a batch of events, in log order, inside tx.
+	Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error
+}
+
+// RunnerConfig tunes a Runner.
+type RunnerConfig struct {
+	Stream string // the event stream's name
+	Batch  int    // most events per transaction; default 500
+	Logger *slog.Logger
+}
+
+// Runner feeds one projector from the log.
+type Runner struct {
+	js  jetstream.JetStream
+	db  *sqlx.DB
+	p   Projector
+	cfg RunnerConfig
+
+	mu      sync.Mutex
+	pos     uint64        // checkpoint: last applied stream sequence
+	ready   bool          // consuming
+	changed chan struct{} // closed and replaced when pos moves
+}
+
+// NewRunner returns a runner of p.
+func NewRunner(js jetstream.JetStream, db *sqlx.DB, p Projector, cfg RunnerConfig) (*Runner, error) {
+	if js == nil || db == nil || p == nil || cfg.Stream == "" {
+		return nil, errors.New("projections: NewRunner needs JetStream, a database, a projector and a stream name")
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Logger = cfg.Logger.With("projector", p.Name())
+	return &Runner{js: js, db: db, p: p, cfg: cfg, changed: make(chan struct{})}, nil
+}
+
+// Name is the projector's name.
+func (r *Runner) Name() string { return r.p.Name() }
+
+// Ready reports whether the runner is consuming the log.
+func (r *Runner) Ready() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready
+}
+
+// Position is the last stream sequence applied.
+func (r *Runner) Position() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pos
+}
+
+// WaitFor blocks until the read model reflects stream sequence seq, or ctx
+// ends. It is how a write's response promises read-your-writes.
+func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
+	r.mu.Lock()
+	for r.pos < seq {
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("projector %s at %d, waiting for %d: %w", r.p.Name(), r.Position(), seq, ctx.Err())
+		}
+		r.mu.Lock()
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Runner) advance(pos uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pos > r.pos {
+		r.pos = pos
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
+}
+
+// Run consumes until ctx ends. A batch that fails is rolled back and tried
+// again after a pause; the checkpoint never moves past an event that was not
+// applied.
+func (r *Runner) Run(ctx context.Context) error {
+	var pos uint64
+	err := r.db.GetContext(ctx, &pos, `SELECT COALESCE((SELECT seq FROM projector_checkpoints WHERE name = $1), 0)`, r.p.Name())
+	if err != nil {
+		return fmt.Errorf("projector %s: read checkpoint: %w", r.p.Name(), err)
+	}
+	r.advance(pos)
+	cons, err := r.consumer(ctx, pos)
+	if err != nil {
+		return err
+	}
+	msgs := make(chan jetstream.Msg, 2*r.cfg.Batch)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	}, jetstream.PullMaxMessages(r.cfg.Batch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		r.cfg.Logger.Debug("consume", "err", err)
+	}))
+	if err != nil {
+		return fmt.Errorf("projector %s: consume: %w", r.p.Name(), err)
+	}
+	defer cc.Stop()
+	r.mu.Lock()
+	r.ready = true
+	r.mu.Unlock()
+	r.cfg.Logger.Info("projector running", "from", pos+1)
+
+	batch := make([]jetstream.Msg, 0, r.cfg.Batch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-msgs:
+			batch = append(batch, m)
+		}
+		// Take what else is already here: batches grow under load and stay
+		// at one event, with no added latency, when idle.
+	drain:
+		for len(batch) < r.cfg.Batch {
+			select {
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+			err := r.apply(ctx, batch)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			r.cfg.Logger.Error("apply batch failed, will retry", "err", err, "retry_in", wait)
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+	}
+}
+
+// consumer returns the projector's durable consumer, placed right after
+// the checkpoint. The checkpoint in PostgreSQL is the truth: a consumer
+// that has delivered past it (a crash between delivery and commit, or a
+// restored database) is recreated at the checkpoint.
+func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, error) {
+	stream, err := r.js.Stream(ctx, r.cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
+	}
+	name := "projector_" + r.p.Name()
+	if c, err := stream.Consumer(ctx, name); err == nil {
+		info := c.CachedInfo()
+		if info.Delivered.Stream <= pos && info.NumAckPending == 0 {
+			return c, nil
+		}
+		if err := stream.DeleteConsumer(ctx, name); err != nil {
+			return nil, fmt.Errorf("projector %s: reset consumer: %w", r.p.Name(), err)
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("projector %s: consumer: %w", r.p.Name(), err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:        name,
+		Description:    "read model projector " + r.p.Name(),
+		FilterSubjects: r.p.Subjects(),
+		AckPolicy:      jetstream.AckAllPolicy,
+		AckWait:        time.Minute,
+		MaxAckPending:  4 * r.cfg.Batch,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if pos > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = pos + 1
+	}
+	c, err := stream.CreateOrUpdateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("projector %s: create consumer: %w", r.p.Name(), err)
+	}
+	return c, nil
+}
+
+func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {
+	pos := r.Position()
+	evs := make([]events.Event, 0, len(batch))
+	for _, m := range batch {
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
+		if meta.Sequence.Stream <= pos {
+			continue // applied before a restart or a redelivery
+		}
+		e, err := natslog.Decode(m.Subject(), m.Headers(), m.Data(), meta.Sequence.Stream)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, e)
+	}
+	last := batch[len(batch)-1]
+	if len(evs) > 0 {
+		tx, err := r.db.BeginTxx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := r.p.Apply(ctx, tx, evs); err != nil {
+			return err
+		}
+		end := evs[len(evs)-1].Seq
+		if _, err := tx.ExecContext(ctx, `INSERT INTO projector_checkpoints (name, seq) VALUES ($1, $2)
+			ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`, r.p.Name(), end); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		r.advance(end)
+	}
+	// Acknowledging the last acknowledges the batch (AckAll). A lost ack
+	// only means a redelivery, which the checkpoint skips.
+	if err := last.Ack(); err != nil {
+		r.cfg.Logger.Warn("ack", "err", err)
+	}
+	return nil
+}

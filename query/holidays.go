@@ -1,0 +1,305 @@
+package query
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"astro/commands"
+	"astro/events"
+	"astro/query/country"
+	"astro/query/odata"
+)
+
+// Paging of the holiday lists: $top when absent, and the largest accepted.
+const (
+	HolidayListDefaultTop = 100
+	HolidayListMaxTop     = 1000
+)
+
+// HolidayResourceDto is a resource a holiday affects.
+type HolidayResourceDto struct {
+	ID string `json:"id"`
+}
+
+// HolidayDetailDto is a holiday as the public API shows it.
+type HolidayDetailDto struct {
+	ID        string               `json:"id"`
+	Reason    string               `json:"reason"`
+	Type      string               `json:"type"`
+	DateFrom  *string              `json:"dateFrom"` // YYYY-MM-DD
+	DateTo    *string              `json:"dateTo"`   // YYYY-MM-DD
+	CountryID []string             `json:"countryId"`
+	Resources []HolidayResourceDto `json:"resources"`
+}
+
+// GlobalHolidayDto is one day of a global holiday.
+type GlobalHolidayDto struct {
+	ID   string `json:"id"`
+	Date string `json:"date"`
+}
+
+// CountryHolidayDto is one day of a country holiday in one of its countries.
+type CountryHolidayDto struct {
+	ID          string `json:"id"`
+	Date        string `json:"date"`
+	CountryID   string `json:"countryId"`
+	CountryName string `json:"countryName"`
+}
+
+// ResourceHolidayDto is one day off of one resource, from a holiday of any
+// type.
+type ResourceHolidayDto struct {
+	ID         string `json:"id"`
+	Date       string `json:"date"`
+	ResourceID string `json:"resourceId"`
+}
+
+// ListOptions carries the raw OData options from the URL.
+type ListOptions struct{ Filter, OrderBy, Top, Skip string }
+
+// Holidays reads the holidays and resources read models.
+type Holidays struct {
+	db                        *sqlx.DB
+	get                       *sqlx.Stmt
+	global, country, resource listQuery
+}
+
+// listQuery is one of the holiday lists: a subquery x with a row per day,
+// which the OData options filter, order and page.
+type listQuery struct {
+	name    string // for error messages
+	from    string // the subquery; $1 is the workspace
+	columns string // the select list over x, in the DTO's field order
+	order   string // the default order, which is also unique per row
+	schema  odata.Schema
+}
+
+// days expands a holiday h into one row per day, date_from to date_to
+// inclusive; a holiday missing either date has none. Counting days rather
+// than stepping a timestamp keeps time zones out of it.
+const days = `CROSS JOIN LATERAL generate_series(0, h.date_to - h.date_from) AS n`
+
+// NewHolidays prepares the statements.
+func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
+	// The scope of global and country holidays is worked out at query time
+	// from the resources as they are now, as the API promises. Resource ids
+	// are opaque, so they sort as bytes (COLLATE "C"): the same order
+	// whatever the server's locale, here and in the resource list.
+	get, err := db.PreparexContext(ctx, `SELECT h.id, h.reason, h.type,
+			to_char(h.date_from, 'YYYY-MM-DD'), to_char(h.date_to, 'YYYY-MM-DD'),
+			CASE WHEN h.type = 'country' THEN h.country_ids ELSE '{}' END,
+			CASE h.type
+				WHEN 'people' THEN h.resource_ids
+				WHEN 'global' THEN ARRAY(SELECT r.id FROM resources r
+					WHERE r.workspace_id = h.workspace_id AND r.is_active AND NOT r.is_guest
+					ORDER BY r.id COLLATE "C")
+				WHEN 'country' THEN ARRAY(SELECT r.id FROM resources r
+					WHERE r.workspace_id = h.workspace_id AND r.is_active AND NOT r.is_guest AND r.country_code = ANY(h.country_ids)
+					ORDER BY r.id COLLATE "C")
+				ELSE '{}'
+			END
+		FROM holidays h WHERE h.workspace_id = $1 AND h.id = $2`)
+	if err != nil {
+		return nil, fmt.Errorf("prepare holiday queries: %w", err)
+	}
+	day := odata.Schema{
+		"id":   {Column: "x.id", Kind: odata.UUID},
+		"date": {Column: "x.day", Kind: odata.Date},
+	}
+	with := func(extra odata.Schema) odata.Schema {
+		s := odata.Schema{}
+		for k, f := range day {
+			s[k] = f
+		}
+		for k, f := range extra {
+			s[k] = f
+		}
+		return s
+	}
+	return &Holidays{
+		db:  db,
+		get: get,
+		global: listQuery{
+			name: "global holidays",
+			from: `SELECT h.id, h.date_from + n AS day FROM holidays h ` + days + `
+				WHERE h.workspace_id = $1 AND h.type = 'global'`,
+			columns: `x.id, to_char(x.day, 'YYYY-MM-DD')`,
+			order:   `x.day ASC, x.id ASC`,
+			schema:  day,
+		},
+		country: listQuery{
+			name: "country holidays",
+			// DISTINCT keeps (id, day, country) unique, which paging relies
+			// on. The names are joined in SQL so that countryName can be
+			// filtered and sorted on; a code without a name shows as itself.
+			from: `SELECT h.id, h.date_from + n AS day, c.code AS country_id, COALESCE(names.name, c.code) AS country_name
+				FROM holidays h
+				CROSS JOIN LATERAL (SELECT DISTINCT code FROM unnest(h.country_ids) AS code) AS c
+				LEFT JOIN (` + countryValues() + `) AS names (code, name) ON names.code = c.code
+				` + days + `
+				WHERE h.workspace_id = $1 AND h.type = 'country'`,
+			columns: `x.id, to_char(x.day, 'YYYY-MM-DD'), x.country_id, x.country_name`,
+			order:   `x.day ASC, x.id ASC, x.country_id ASC`,
+			schema: with(odata.Schema{
+				"countryId":   {Column: "x.country_id", Kind: odata.String},
+				"countryName": {Column: "x.country_name", Kind: odata.String},
+			}),
+		},
+		resource: listQuery{
+			name: "resource holidays",
+			// The same scope as the detail's resources, for every type at
+			// once; UNION keeps (id, day, resource) unique.
+			from: `SELECT h.id, h.date_from + n AS day, s.resource_id COLLATE "C" AS resource_id
+				FROM holidays h
+				CROSS JOIN LATERAL (
+					SELECT u.id FROM unnest(h.resource_ids) AS u (id) WHERE h.type = 'people'
+					UNION
+					SELECT r.id FROM resources r
+					WHERE r.workspace_id = h.workspace_id AND r.is_active AND NOT r.is_guest
+					  AND (h.type = 'global' OR h.type = 'country' AND r.country_code = ANY(h.country_ids))
+				) AS s (resource_id)
+				` + days + `
+				WHERE h.workspace_id = $1`,
+			columns: `x.id, to_char(x.day, 'YYYY-MM-DD'), x.resource_id`,
+			order:   `x.day ASC, x.id ASC, x.resource_id ASC`,
+			schema: with(odata.Schema{
+				"resourceId": {Column: "x.resource_id", Kind: odata.String},
+			}),
+		},
+	}, nil
+}
+
+// countryValues is a VALUES list of every country code and name. The names
+// are constants of this build, quoted as literals, never user input.
+func countryValues() string {
+	var b strings.Builder
+	b.WriteString("VALUES ")
+	first := true
+	for code, name := range country.All() {
+		if !first {
+			b.WriteString(", ")
+		}
+		first = false
+		b.WriteString("(" + pq.QuoteLiteral(code) + ", " + pq.QuoteLiteral(name) + ")")
+	}
+	return b.String()
+}
+
+// Get returns one holiday of the workspace; an unknown id or another
+// workspace's is commands.ENotFound.
+func (q *Holidays) Get(ctx context.Context, workspaceID, id string) (HolidayDetailDto, error) {
+	notFound := commands.Errorf(commands.ENotFound, "The holiday was not found.")
+	// The column is a uuid: anything else cannot name a holiday, and
+	// PostgreSQL would reject it as a malformed value rather than miss.
+	if !events.ValidUUID(id) {
+		return HolidayDetailDto{}, notFound
+	}
+	var h HolidayDetailDto
+	var from, to sql.NullString
+	var countries, resources pq.StringArray
+	err := q.get.QueryRowxContext(ctx, workspaceID, id).Scan(&h.ID, &h.Reason, &h.Type, &from, &to, &countries, &resources)
+	if errors.Is(err, sql.ErrNoRows) {
+		return HolidayDetailDto{}, notFound
+	}
+	if err != nil {
+		return HolidayDetailDto{}, fmt.Errorf("get holiday %s: %w", id, err)
+	}
+	if from.Valid {
+		h.DateFrom = &from.String
+	}
+	if to.Valid {
+		h.DateTo = &to.String
+	}
+	h.CountryID = make([]string, 0, len(countries))
+	h.CountryID = append(h.CountryID, countries...)
+	h.Resources = make([]HolidayResourceDto, 0, len(resources))
+	for _, r := range resources {
+		h.Resources = append(h.Resources, HolidayResourceDto{ID: r})
+	}
+	return h, nil
+}
+
+// Global lists the days of the workspace's global holidays.
+func (q *Holidays) Global(ctx context.Context, workspaceID string, o ListOptions) ([]GlobalHolidayDto, error) {
+	return list(ctx, q.db, q.global, workspaceID, o, func(d *GlobalHolidayDto) []any {
+		return []any{&d.ID, &d.Date}
+	})
+}
+
+// Country lists the days of the workspace's country holidays, one row per
+// day and country.
+func (q *Holidays) Country(ctx context.Context, workspaceID string, o ListOptions) ([]CountryHolidayDto, error) {
+	return list(ctx, q.db, q.country, workspaceID, o, func(d *CountryHolidayDto) []any {
+		return []any{&d.ID, &d.Date, &d.CountryID, &d.CountryName}
+	})
+}
+
+// Resource lists the days off of the workspace's resources, one row per day
+// and resource in the scope of a holiday of any type.
+func (q *Holidays) Resource(ctx context.Context, workspaceID string, o ListOptions) ([]ResourceHolidayDto, error) {
+	return list(ctx, q.db, q.resource, workspaceID, o, func(d *ResourceHolidayDto) []any {
+		return []any{&d.ID, &d.Date, &d.ResourceID}
+	})
+}
+
+// list runs l with the options o. The WHERE and ORDER BY vary with the
+// options, so it cannot be one prepared statement; the user's values still
+// reach PostgreSQL only as bind parameters.
+func list[T any](ctx context.Context, db *sqlx.DB, l listQuery, workspaceID string, o ListOptions, dest func(*T) []any) ([]T, error) {
+	query, args, err := l.build(workspaceID, o)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", l.name, err)
+	}
+	defer rows.Close()
+	out := make([]T, 0, 16)
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(dest(&v)...); err != nil {
+			return nil, fmt.Errorf("scan %s: %w", l.name, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %s: %w", l.name, err)
+	}
+	return out, nil
+}
+
+// build turns the options into SQL; a bad option is a commands.EInvalid
+// whose field is the option.
+func (l listQuery) build(workspaceID string, o ListOptions) (string, []any, error) {
+	q, err := odata.Parse(o.Filter, o.OrderBy, o.Top, o.Skip, l.schema,
+		odata.Options{DefaultTop: HolidayListDefaultTop, MaxTop: HolidayListMaxTop, ArgOffset: 1})
+	if err != nil {
+		var oe *odata.Error
+		if errors.As(err, &oe) {
+			return "", nil, &commands.Error{Code: commands.EInvalid, Message: oe.Error(), Fields: map[string][]string{oe.Option: {oe.Error()}}}
+		}
+		return "", nil, fmt.Errorf("list %s: %w", l.name, err)
+	}
+	var b strings.Builder
+	b.WriteString("SELECT " + l.columns + " FROM (" + l.from + ") AS x")
+	if q.Where != "" {
+		b.WriteString(" WHERE " + q.Where)
+	}
+	// The default order ends every user order: it is unique per row, so
+	// pages neither repeat nor skip rows whatever was asked for.
+	b.WriteString(" ORDER BY ")
+	if q.OrderBy != "" {
+		b.WriteString(q.OrderBy + ", ")
+	}
+	b.WriteString(l.order)
+	b.WriteString(" LIMIT " + strconv.Itoa(q.Top) + " OFFSET " + strconv.Itoa(q.Skip))
+	return b.String(), append([]any{workspaceID}, q.Args...), nil
+}

@@ -1,0 +1,166 @@
+package query
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"astro/commands"
+)
+
+// PageSize is the most notifications one Retrieve returns.
+const PageSize = 500
+
+// GroupWindow is how close in time notifications of one sender must be to
+// be grouped under the newest of them.
+const GroupWindow = time.Hour
+
+// NotificationDto is a notification as the public API shows it.
+type NotificationDto struct {
+	ID               string            `json:"id"`
+	SenderID         string            `json:"senderId"`
+	Children         []NotificationDto `json:"children"`
+	NotificationType string            `json:"notificationType"`
+	CreateDate       time.Time         `json:"createDate"`
+	Subject          string            `json:"subject"`
+	Message          string            `json:"message"`
+	ReadDate         *time.Time        `json:"readDate"`
+	Data             json.RawMessage   `json:"data"`
+}
+
+// NotificationResponseDto is one page of notifications.
+type NotificationResponseDto struct {
+	Items       []NotificationDto `json:"items"`
+	TotalCount  int               `json:"totalCount"`
+	UnreadCount int               `json:"unreadCount"`
+}
+
+// NotificationFilter selects a page of a user's notifications.
+type NotificationFilter struct {
+	LastID            string   // the oldest notification of the previous page
+	SenderID          string   // only this sender's
+	NotificationTypes []string // only these types
+	Flat              bool     // no grouping
+}
+
+// Notifications reads the notifications read model.
+type Notifications struct {
+	page, counts, unread, seqOf *sqlx.Stmt
+}
+
+// NewNotifications prepares the statements.
+func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) {
+	var q Notifications
+	for _, s := range []struct {
+		dst **sqlx.Stmt
+		sql string
+	}{
+		{&q.page, `SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data
+			FROM notifications
+			WHERE workspace_id = $1 AND recipient_id = $2 AND ($3::bigint = 0 OR seq < $3)
+			  AND ($4 = '' OR sender_id = $4) AND (cardinality($5::text[]) = 0 OR notification_type = ANY($5))
+			ORDER BY seq DESC LIMIT ` + fmt.Sprint(PageSize)},
+		{&q.counts, `SELECT count(*) AS total, count(*) FILTER (WHERE read_date IS NULL) AS unread
+			FROM notifications WHERE workspace_id = $1 AND recipient_id = $2`},
+		{&q.unread, `SELECT count(*) FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND read_date IS NULL`},
+		{&q.seqOf, `SELECT seq FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
+	} {
+		stmt, err := db.PreparexContext(ctx, s.sql)
+		if err != nil {
+			return nil, fmt.Errorf("prepare notification queries: %w", err)
+		}
+		*s.dst = stmt
+	}
+	return &q, nil
+}
+
+// UnreadCount is the number of unread notifications of a user.
+func (q *Notifications) UnreadCount(ctx context.Context, workspaceID, userID string) (int, error) {
+	var n int
+	if err := q.unread.GetContext(ctx, &n, workspaceID, userID); err != nil {
+		return 0, fmt.Errorf("unread count: %w", err)
+	}
+	return n, nil
+}
+
+// Count is the number of pending notifications of a user.
+func (q *Notifications) Count(ctx context.Context, workspaceID, userID string) (total, unread int, err error) {
+	var c struct{ Total, Unread int }
+	if err := q.counts.GetContext(ctx, &c, workspaceID, userID); err != nil {
+		return 0, 0, fmt.Errorf("count notifications: %w", err)
+	}
+	return c.Total, c.Unread, nil
+}
+
+// List returns a page of a user's notifications, newest first.
+func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f NotificationFilter) (NotificationResponseDto, error) {
+	var before int64
+	if f.LastID != "" {
+		err := q.seqOf.GetContext(ctx, &before, workspaceID, userID, f.LastID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return NotificationResponseDto{}, commands.Invalid(map[string][]string{"lastId": {"lastId is not one of your notifications; start again without it."}})
+		}
+		if err != nil {
+			return NotificationResponseDto{}, fmt.Errorf("find lastId: %w", err)
+		}
+	}
+	types := f.NotificationTypes
+	if types == nil {
+		types = []string{}
+	}
+	rows, err := q.page.QueryxContext(ctx, workspaceID, userID, before, f.SenderID, pq.Array(types))
+	if err != nil {
+		return NotificationResponseDto{}, fmt.Errorf("list notifications: %w", err)
+	}
+	defer rows.Close()
+	items := make([]NotificationDto, 0, 16)
+	for rows.Next() {
+		var n NotificationDto
+		var data []byte
+		if err := rows.Scan(&n.ID, &n.SenderID, &n.NotificationType, &n.CreateDate, &n.Subject, &n.Message, &n.ReadDate, &data); err != nil {
+			return NotificationResponseDto{}, fmt.Errorf("scan notification: %w", err)
+		}
+		n.CreateDate = n.CreateDate.UTC()
+		if n.ReadDate != nil {
+			t := n.ReadDate.UTC()
+			n.ReadDate = &t
+		}
+		if data != nil {
+			n.Data = data
+		}
+		items = append(items, n)
+	}
+	if err := rows.Err(); err != nil {
+		return NotificationResponseDto{}, fmt.Errorf("list notifications: %w", err)
+	}
+	if !f.Flat {
+		items = Group(items, GroupWindow)
+	}
+	res := NotificationResponseDto{Items: items}
+	if res.TotalCount, res.UnreadCount, err = q.Count(ctx, workspaceID, userID); err != nil {
+		return NotificationResponseDto{}, err
+	}
+	return res, nil
+}
+
+// Group nests notifications (newest first) of one sender that came within
+// window of the newest of them under that newest one, as its children.
+func Group(items []NotificationDto, window time.Duration) []NotificationDto {
+	out := make([]NotificationDto, 0, len(items))
+	open := map[string]int{} // sender -> index in out of its newest group
+	for _, n := range items {
+		if i, ok := open[n.SenderID]; ok && out[i].CreateDate.Sub(n.CreateDate) <= window {
+			out[i].Children = append(out[i].Children, n)
+			continue
+		}
+		open[n.SenderID] = len(out)
+		out = append(out, n)
+	}
+	return out
+}
