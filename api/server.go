@@ -128,6 +128,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reqID = events.NewID(time.Now())
 	}
 	w.Header().Set("X-Request-Id", reqID)
+	r.Header.Set("X-Request-Id", reqID) // the correlation id of the events it causes
 	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 		r.URL.Path = strings.TrimRight(p, "/")
 	}

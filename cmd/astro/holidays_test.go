@@ -32,6 +32,7 @@ func (h holidayDto) resourceIDs() []string {
 
 type historyEntry struct {
 	Sequence        uint64    `json:"sequence"`
+	CorrelationID   string    `json:"correlationId"`
 	Type            string    `json:"type"`
 	Time            time.Time `json:"time"`
 	ActorID         string    `json:"actorId"`
@@ -113,7 +114,7 @@ func TestHolidaysEndToEnd(t *testing.T) {
 	s.call("GET", "/api/data/holidays/"+country.ID+"/history", alice, nil).want(t, 200).decode(t, &hist)
 	if len(hist) != 2 || hist[0].Type != "HolidayCreated" || hist[0].OldReason != nil || hist[0].NewReason != "Boxing Day" ||
 		hist[1].Type != "HolidayRenamed" || *hist[1].OldReason != "Boxing Day" || hist[1].NewReason != "St Stephen's Day" ||
-		hist[1].ActorID != "alice" || hist[1].IntegrationName != "calendar-app" {
+		hist[1].ActorID != "alice" || hist[1].IntegrationName != "calendar-app" || hist[1].CorrelationID == "" {
 		t.Fatalf("history: %+v", hist)
 	}
 

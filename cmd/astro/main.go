@@ -3,6 +3,7 @@
 //
 //	astro                 run the service (embedded NATS and PostgreSQL by default)
 //	astro token ...       print a development token
+//	astro audit holiday   print a holiday's history from the log
 //
 // Run "astro -h" or "astro token -h" for the flags; every flag also reads
 // an ASTRO_* environment variable.
@@ -35,6 +36,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		switch args[0] {
 		case "token":
 			return runToken(args[1:], getenv, stdout, stderr)
+		case "audit":
+			return runAudit(ctx, args[1:], getenv, stdout, stderr)
 		case "serve":
 			args = args[1:]
 		}

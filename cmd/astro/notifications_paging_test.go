@@ -104,4 +104,3 @@ func TestRetrieveGroupsAndFilters(t *testing.T) {
 		}
 	}
 }
-

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -40,6 +41,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}
 	}()
 
+	if cfg.DataDir != "" {
+		// World-traversable, so the private PostgreSQL (which runs as another
+		// user when Astro runs as root) can keep its cluster inside it.
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
 	nc, err := connectNATS(ctx, cfg, log, &cleanup)
 	if err != nil {
 		return err

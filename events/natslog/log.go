@@ -25,7 +25,10 @@ type Config struct {
 	DuplicateWindow time.Duration // default 10m: how long a retried append is recognised by id
 	// AttemptTimeout bounds one publish; Append retries until its ctx ends.
 	AttemptTimeout time.Duration // default 5s
-	Logger         *slog.Logger
+	// Bind uses the streams as they are and creates or changes nothing:
+	// for tools (audits, tails) that must never reconfigure a running log.
+	Bind   bool
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -64,6 +67,17 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if cfg.Bind {
+		stream, err := js.Stream(ctx, cfg.Stream)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", cfg.Stream, err)
+		}
+		snaps, err := js.KeyValue(ctx, cfg.SnapshotBucket)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s: %w", cfg.SnapshotBucket, err)
+		}
+		return &Log{cfg: cfg, nc: nc, js: js, stream: stream, snaps: snaps}, nil
 	}
 	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.Stream,
