@@ -41,7 +41,7 @@ type Runner struct {
 
 	mu      sync.Mutex
 	pos     uint64        // checkpoint: last applied stream sequence
-	ready   bool          // consuming
+	ready   bool          // consuming, or following the instance that is
 	changed chan struct{} // closed and replaced when pos moves
 }
 
@@ -63,7 +63,8 @@ func NewRunner(js jetstream.JetStream, db *sqlx.DB, p Projector, cfg RunnerConfi
 // Name is the projector's name.
 func (r *Runner) Name() string { return r.p.Name() }
 
-// Ready reports whether the runner is consuming the log.
+// Ready reports whether the runner is consuming the log, or following the
+// checkpoint of the instance that is.
 func (r *Runner) Ready() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -105,20 +106,100 @@ func (r *Runner) advance(pos uint64) {
 	}
 }
 
-// Run consumes until ctx ends. A batch that fails is rolled back and tried
-// again after a pause; the checkpoint never moves past an event that was not
-// applied.
+// Run applies the log until ctx ends. One runner per projector and
+// database writes at a time: the runner that holds the projector's
+// PostgreSQL advisory lock consumes; any other (another instance) stands
+// by, follows the checkpoint so its WaitFor still works, and takes over when
+// the lock comes free.
 func (r *Runner) Run(ctx context.Context) error {
+	for {
+		lock, err := r.lock(ctx)
+		if err != nil {
+			return err
+		}
+		if lock == nil {
+			return nil // ctx ended while standing by
+		}
+		err = r.consume(ctx, lock)
+		lock.Close() // releases the lock for a standby
+		r.setReady(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.cfg.Logger.Error("projector stopped, restarting", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// lock waits for the projector's advisory lock, following the checkpoint
+// meanwhile. It returns the connection holding the lock, or nil when ctx
+// ended.
+func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
+	key := "astro.projector." + r.p.Name()
+	for logged := false; ; {
+		conn, err := r.db.Connx(ctx)
+		if err == nil {
+			var got bool
+			if err = conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock(hashtext($1))`, key); err == nil && got {
+				return conn, nil
+			}
+			conn.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		if err != nil {
+			r.cfg.Logger.Warn("projector lock", "err", err)
+		} else if !logged {
+			r.cfg.Logger.Info("projector runs in another instance; following its checkpoint")
+			logged = true
+		}
+		if pos, err := r.checkpoint(ctx); err == nil {
+			r.advance(pos)
+			r.setReady(true)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (r *Runner) checkpoint(ctx context.Context) (uint64, error) {
 	var pos uint64
 	err := r.db.GetContext(ctx, &pos, `SELECT COALESCE((SELECT seq FROM projector_checkpoints WHERE name = $1), 0)`, r.p.Name())
 	if err != nil {
-		return fmt.Errorf("projector %s: read checkpoint: %w", r.p.Name(), err)
+		return 0, fmt.Errorf("projector %s: read checkpoint: %w", r.p.Name(), err)
+	}
+	return pos, nil
+}
+
+func (r *Runner) setReady(ready bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ready = ready
+}
+
+// consume applies batches while lock is held. A batch that fails is rolled
+// back and tried again after a pause; the checkpoint never moves past an
+// event that was not applied.
+func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
+	pos, err := r.checkpoint(ctx)
+	if err != nil {
+		return err
 	}
 	r.advance(pos)
 	cons, err := r.consumer(ctx, pos)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	msgs := make(chan jetstream.Msg, 2*r.cfg.Batch)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
@@ -132,10 +213,24 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("projector %s: consume: %w", r.p.Name(), err)
 	}
 	defer cc.Stop()
-	r.mu.Lock()
-	r.ready = true
-	r.mu.Unlock()
+	r.setReady(true)
 	r.cfg.Logger.Info("projector running", "from", pos+1)
+
+	// Losing the lock's connection loses the lock: stop writing at once.
+	lost := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if err := lock.PingContext(ctx); err != nil && ctx.Err() == nil {
+				lost <- fmt.Errorf("projector %s: lock connection lost: %w", r.p.Name(), err)
+				return
+			}
+		}
+	}()
 
 	batch := make([]jetstream.Msg, 0, r.cfg.Batch)
 	for {
@@ -143,6 +238,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-lost:
+			return err
 		case m := <-msgs:
 			batch = append(batch, m)
 		}
@@ -165,6 +262,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.cfg.Logger.Error("apply batch failed, will retry", "err", err, "retry_in", wait)
 			select {
 			case <-ctx.Done():
+			case err := <-lost:
+				return err
 			case <-time.After(wait):
 			}
 		}

@@ -1,0 +1,170 @@
+package commands_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"astro/commands"
+	"astro/commands/holidays"
+	"astro/events"
+	"astro/events/natslog"
+	"astro/events/natstest"
+)
+
+func newLog(t *testing.T) *natslog.Log {
+	t.Helper()
+	l, err := natslog.Open(context.Background(), natstest.Conn(t), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// countingLog counts the events each Read hands out: what loading costs.
+type countingLog struct {
+	*natslog.Log
+	mu   sync.Mutex
+	read int
+}
+
+func (c *countingLog) Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error) {
+	return c.Log.Read(ctx, subject, after, func(e events.Event) error {
+		c.mu.Lock()
+		c.read++
+		c.mu.Unlock()
+		return fn(e)
+	})
+}
+
+func holidayStore(t *testing.T, l commands.Log, snaps commands.Snapshots, every uint64) *holidays.HolidayStore {
+	t.Helper()
+	s, err := commands.NewStore(l, snaps, holidays.NewHoliday, commands.StoreConfig{Name: "holiday.test", SnapshotEvery: every})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var caller = commands.Caller{UserID: "u1", WorkspaceID: "w1"}
+
+func rename(ctx context.Context, s *holidays.HolidayStore, subject, id, to string) (commands.Result, error) {
+	return s.Execute(ctx, subject, func(h *holidays.Holiday) ([]events.Event, error) {
+		ps, err := h.Rename(id, to)
+		if err != nil || len(ps) == 0 {
+			return nil, err
+		}
+		return commands.NewEvents(caller, time.Now(), events.Aggregate{Kind: events.KindHoliday, ID: id}, ps...)
+	})
+}
+
+func create(t *testing.T, s *holidays.HolidayStore, id string) string {
+	t.Helper()
+	agg := events.Aggregate{Kind: events.KindHoliday, ID: id}
+	subject := events.Subject("w1", agg)
+	_, err := s.Execute(context.Background(), subject, func(*holidays.Holiday) ([]events.Event, error) {
+		return commands.NewEvents(caller, time.Now(), agg, events.HolidayCreated{HolidayID: id, Reason: "r0", Type: "global", DateFrom: "2027-01-01", DateTo: "2027-01-01"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return subject
+}
+
+// Two stores on one log are two processes: each decides on its own cached
+// state, and the log's expected-sequence check makes the loser re-read and
+// decide again, so no rename is lost and none is applied on stale state.
+func TestStoresInTwoProcessesRace(t *testing.T) {
+	l := newLog(t)
+	a, b := holidayStore(t, l, l.Snapshots(), 100), holidayStore(t, l, l.Snapshots(), 100)
+	subject := create(t, a, "h1")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := rename(ctx, s, subject, "h1", fmt.Sprint("r", i+1)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var prev string
+	n := 0
+	_, err := l.Read(ctx, subject, 0, func(e events.Event) error {
+		p, err := events.Decode(e)
+		if err != nil {
+			return err
+		}
+		switch p := p.(type) {
+		case *events.HolidayCreated:
+			prev = p.Reason
+		case *events.HolidayRenamed:
+			if p.OldReason != prev {
+				return fmt.Errorf("rename at %d decided on stale state: old %q, current %q", e.Seq, p.OldReason, prev)
+			}
+			prev = p.NewReason
+			n++
+		}
+		return nil
+	})
+	if err != nil || n != 40 {
+		t.Fatalf("%d renames in the log, want 40: %v", n, err)
+	}
+}
+
+// Loading an aggregate costs its snapshot plus the events after it, never
+// its whole history.
+func TestLoadReadsOnlyAfterSnapshot(t *testing.T) {
+	l := newLog(t)
+	writer := holidayStore(t, l, l.Snapshots(), 10)
+	subject := create(t, writer, "h1")
+	ctx := context.Background()
+	for i := range 95 {
+		if _, err := rename(ctx, writer, subject, "h1", fmt.Sprint("r", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counting := &countingLog{Log: l}
+	fresh := holidayStore(t, counting, l.Snapshots(), 10)
+	err := fresh.Load(ctx, subject, func(h *holidays.Holiday, seq uint64) error {
+		if h.Reason != "r95" || seq != 96 {
+			return fmt.Errorf("loaded %q at %d, want r95 at 96", h.Reason, seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counting.read >= 10 {
+		t.Fatalf("loading read %d events: more than the events since the last snapshot", counting.read)
+	}
+}
+
+func TestDecisionErrorsAppendNothing(t *testing.T) {
+	l := newLog(t)
+	s := holidayStore(t, l, l.Snapshots(), 100)
+	ctx := context.Background()
+	subject := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "missing"})
+	_, err := rename(ctx, s, subject, "missing", "x")
+	if commands.ErrorCode(err) != commands.ENotFound {
+		t.Fatalf("rename of a missing holiday: %v", err)
+	}
+	subject = create(t, s, "h1")
+	res, err := rename(ctx, s, subject, "h1", "r0") // the current name
+	if err != nil || len(res.Events) != 0 || res.Seq != 1 {
+		t.Fatalf("no-op rename: %+v %v", res, err)
+	}
+	var e *commands.Error
+	if !errors.As(commands.Invalid(map[string][]string{"f": {"m"}}), &e) || e.Code != commands.EInvalid {
+		t.Fatal("Invalid is not an application error")
+	}
+}

@@ -1,0 +1,227 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"astro/commands"
+	"astro/commands/notifications"
+	"astro/events"
+	"astro/events/natslog"
+	"astro/events/natstest"
+	"astro/projections"
+	"astro/projections/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+type fixture struct {
+	log *natslog.Log
+	cmd *notifications.Handlers
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	ctx := context.Background()
+	l, err := natslog.Open(ctx, natstest.Conn(t), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: "inbox.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := notifications.NewHandlers(store, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{log: l, cmd: h}
+}
+
+// history appends a mixed history for a few users and returns the last
+// sequence.
+func (f fixture) history(t *testing.T, sends int) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	var last uint64
+	var ids []string
+	for i := range sends {
+		user := fmt.Sprintf("u%d", i%3)
+		c := commands.Caller{UserID: "svc", WorkspaceID: "w1", Scopes: []string{notifications.ScopeSend}}
+		sent, res, err := f.cmd.Send.Handle(ctx, notifications.Send{Caller: c, RecipientID: user, SenderID: "s", NotificationType: "t", Subject: "s", Message: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, ids = res.Seq, append(ids, sent.NotificationID)
+		owner := commands.Caller{UserID: user, WorkspaceID: "w1"}
+		switch i % 7 {
+		case 3:
+			_, res, err = f.cmd.MarkRead.Handle(ctx, notifications.MarkRead{Caller: owner, NotificationID: sent.NotificationID})
+		case 5:
+			res, err = f.cmd.Delete.Handle(ctx, notifications.Delete{Caller: owner, NotificationID: sent.NotificationID})
+		case 6:
+			_, res, err = f.cmd.MarkAllRead.Handle(ctx, notifications.MarkAllRead{Caller: owner})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = max(last, res.Seq)
+	}
+	res, err := f.cmd.DeleteAll.Handle(ctx, notifications.DeleteAll{Caller: commands.Caller{UserID: "u2", WorkspaceID: "w1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return max(last, res.Seq)
+}
+
+func migrated(t *testing.T) *sqlx.DB {
+	t.Helper()
+	db := pgtest.Open(t)
+	if err := projections.Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// start runs a runner of p until the returned stop is called.
+func start(t *testing.T, f fixture, db *sqlx.DB, p projections.Projector, batch int) (*projections.Runner, func()) {
+	t.Helper()
+	r, err := projections.NewRunner(f.log.JetStream(), db, p, projections.RunnerConfig{Stream: f.log.Stream(), Batch: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	}
+	return r, stop
+}
+
+func waitFor(t *testing.T, r *projections.Runner, seq uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.WaitFor(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func notificationsProjector(t *testing.T, db *sqlx.DB) *projections.Notifications {
+	t.Helper()
+	p, err := projections.NewNotifications(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// dump is the whole read model, in a canonical order.
+func dump(t *testing.T, db *sqlx.DB) string {
+	t.Helper()
+	var rows []string
+	err := db.Select(&rows, `SELECT concat_ws('|', workspace_id, recipient_id, id, sender_id, notification_type, subject, message,
+		coalesce(data::text, ''), create_date, coalesce(read_date::text, ''), seq) FROM notifications ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(len(rows), rows)
+}
+
+// crashing applies part of a batch inside the transaction, then fails as a
+// crash mid-batch would: the transaction must leave nothing behind.
+type crashing struct {
+	*projections.Notifications
+	after   int64 // events applied before the crash
+	applied atomic.Int64
+}
+
+var errCrash = errors.New("crash mid-batch")
+
+func (c *crashing) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
+	for i := range evs {
+		if c.applied.Add(1) > c.after {
+			return errCrash
+		}
+		if err := c.Notifications.Apply(ctx, tx, evs[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestRestartMidBatchEqualsRebuild(t *testing.T) {
+	f := newFixture(t)
+	last := f.history(t, 120)
+
+	db := migrated(t)
+	crash := &crashing{Notifications: notificationsProjector(t, db), after: 70}
+	r, stop := start(t, f, db, crash, 50)
+	// The runner commits the first full batch, then keeps failing the second.
+	deadline := time.Now().Add(30 * time.Second)
+	for crash.applied.Load() <= crash.after && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling a counter, bounded by the deadline
+	}
+	stop()
+	if pos := r.Position(); pos == 0 || pos >= last {
+		t.Fatalf("crash runner checkpoint %d: want a partial projection below %d", pos, last)
+	}
+
+	r2, stop2 := start(t, f, db, notificationsProjector(t, db), 50)
+	waitFor(t, r2, last)
+	stop2()
+
+	fresh := migrated(t)
+	r3, stop3 := start(t, f, fresh, notificationsProjector(t, fresh), 500)
+	waitFor(t, r3, last)
+	stop3()
+	if got, want := dump(t, db), dump(t, fresh); got != want {
+		t.Fatalf("read model after a crash and restart differs from a rebuild:\n%s\n%s", got, want)
+	}
+
+	// Applying the whole log again changes nothing.
+	if _, err := db.Exec(`UPDATE projector_checkpoints SET seq = 0`); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, db)
+	r4, stop4 := start(t, f, db, notificationsProjector(t, db), 7)
+	waitFor(t, r4, last)
+	stop4()
+	if after := dump(t, db); after != before {
+		t.Fatalf("replaying the log changed the read model")
+	}
+}
+
+func TestStandbyFollowsAndTakesOver(t *testing.T) {
+	f := newFixture(t)
+	db := migrated(t)
+	leader, stopLeader := start(t, f, db, notificationsProjector(t, db), 100)
+	waitFor(t, leader, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for !leader.Ready() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling readiness, bounded by the deadline
+	}
+	standby, stopStandby := start(t, f, db, notificationsProjector(t, db), 100)
+	defer stopStandby()
+
+	first := f.history(t, 10)
+	waitFor(t, standby, first) // the standby follows the leader's checkpoint
+	stopLeader()
+	second := f.history(t, 10)
+	waitFor(t, standby, second) // and applies on its own once the leader is gone
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM notifications`); err != nil || n == 0 {
+		t.Fatalf("read model after takeover: %d rows, %v", n, err)
+	}
+}
