@@ -117,6 +117,7 @@ func (s *Server) routes() {
 		}
 		writeOK(w, map[string]string{"status": "ready"})
 	})
+	rt.GET("/openapi.json", serveOpenAPI)
 	s.notificationRoutes()
 	s.holidayRoutes()
 }

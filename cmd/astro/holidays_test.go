@@ -266,7 +266,7 @@ func TestConcurrentRenames(t *testing.T) {
 			req, _ := http.NewRequest("PUT", s.base+"/api/data/holidays/"+h.ID, body)
 			req.Header.Set("Authorization", "Bearer "+alice)
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := s.client.Do(req)
 			if err != nil {
 				errs <- err
 				return

@@ -256,7 +256,7 @@ func TestConcurrentDeletes(t *testing.T) {
 			defer wg.Done()
 			req, _ := http.NewRequest("DELETE", s.base+"/api/data/notifications/delete/"+n.ID, nil)
 			req.Header.Set("Authorization", "Bearer "+alice)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := s.client.Do(req)
 			if err != nil {
 				t.Error(err)
 				return

@@ -31,15 +31,16 @@ const testSecret = "test-secret-test-secret-test-secret-0123456789"
 // service is one Astro started through run, as main starts it, on an
 // embedded NATS and a fresh database of the shared test PostgreSQL.
 type service struct {
-	t    *testing.T
-	base string
-	env  map[string]string
-	stop func() // stops this instance; Cleanup calls it too
+	t      testing.TB
+	base   string
+	env    map[string]string
+	client *http.Client // every test request goes through it
+	stop   func()       // stops this instance; Cleanup calls it too
 }
 
 type serviceOption func(env map[string]string)
 
-func startService(t *testing.T, opts ...serviceOption) *service {
+func startService(t testing.TB, opts ...serviceOption) *service {
 	t.Helper()
 	// NATS runs beside the service, not inside it, so that tests can read
 	// the log and restart the service on the same log and database.
@@ -62,7 +63,7 @@ func startService(t *testing.T, opts ...serviceOption) *service {
 	return startWithEnv(t, env)
 }
 
-func startWithEnv(t *testing.T, env map[string]string) *service {
+func startWithEnv(t testing.TB, env map[string]string) *service {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -106,7 +107,7 @@ func startWithEnv(t *testing.T, env map[string]string) *service {
 		})
 	}
 	t.Cleanup(stop)
-	s := &service{t: t, base: base, env: env, stop: stop}
+	s := &service{t: t, base: base, env: env, client: &http.Client{Timeout: time.Minute}, stop: stop}
 	s.waitReady()
 	return s
 }
@@ -115,7 +116,7 @@ func (s *service) waitReady() {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(s.base + "/readyz")
+		resp, err := s.client.Get(s.base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -184,7 +185,7 @@ func (s *service) call(method, path, tok string, body any, headers ...string) en
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
