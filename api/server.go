@@ -52,6 +52,10 @@ type Config struct {
 	// up; /readyz answers 503 until it returns nil.
 	Ready func(context.Context) error
 
+	// Idempotency, when set, makes writes with an Idempotency-Key safe to
+	// retry.
+	Idempotency Idempotency
+
 	MaxBodyBytes   int64         // default 256 KiB
 	ReadYourWrites time.Duration // longest a write waits for its read model; default 5s
 	Logger         *slog.Logger
@@ -145,7 +149,11 @@ func (s *Server) authed(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		c, err := s.caller(r)
 		if err == nil {
-			err = h(w, r, p, c)
+			if key := r.Header.Get("Idempotency-Key"); key != "" && r.Method != http.MethodGet && s.cfg.Idempotency != nil {
+				err = s.idempotent(w, r, p, c, h, key)
+			} else {
+				err = h(w, r, p, c)
+			}
 		}
 		if err != nil {
 			writeError(w, r, s.log, err)

@@ -13,9 +13,15 @@ import (
 	"astro/events"
 )
 
-// ErrConflict is returned by Log.Append when the subject moved past the
-// expected sequence: another writer appended first.
-var ErrConflict = errors.New("concurrent change")
+var (
+	// ErrConflict is returned by Log.Append when the subject moved past the
+	// expected sequence: another writer appended first.
+	ErrConflict = errors.New("concurrent change")
+	// ErrAlreadyAppended is returned by Log.Append when the events' ids were
+	// appended before: a retried request whose first attempt got through.
+	// Nothing was appended now.
+	ErrAlreadyAppended = errors.New("events already appended")
+)
 
 // Log is the event log as the write side needs it.
 type Log interface {
@@ -145,6 +151,15 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 		}
 		if errors.Is(err, ErrConflict) {
 			return Result{}, &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: err}
+		}
+		if errors.Is(err, ErrAlreadyAppended) {
+			// The earlier attempt's events are in the log; the state here
+			// may predate them, so read them rather than apply these.
+			if err := s.catchUp(ctx, c); err != nil {
+				s.forget(subject)
+				return Result{}, err
+			}
+			return Result{Seq: max(c.seq, last)}, nil
 		}
 		if err != nil {
 			// An append that failed may still have happened; the state is

@@ -18,6 +18,7 @@ import (
 
 	"astro/api"
 	"astro/api/auth"
+	"astro/api/idempotency"
 	"astro/api/natscmd"
 	"astro/commands"
 	"astro/commands/holidays"
@@ -118,6 +119,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	idem, err := idempotency.Open(ctx, evlog.JetStream(), idempotency.Config{Replicas: cfg.StreamReplicas})
+	if err != nil {
+		return err
+	}
 	secret, err := jwtSecret(cfg.JWTSecret, cfg.JWKSURL, cfg.DataDir)
 	if err != nil {
 		return err
@@ -146,7 +151,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Verifier: verifier, Notifications: notify, NotificationQueries: notifQueries,
 		NotificationsProjected: notifRunner,
 		Holidays:               holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
-		Ready: ready, Logger: log,
+		Idempotency: idem, Ready: ready, Logger: log,
 	})
 	if err != nil {
 		return err

@@ -60,6 +60,9 @@ func (h SendHandler) Handle(ctx context.Context, cmd Send) (events.NotificationS
 		}
 		if cmd.Caller.IdempotencyKey != "" {
 			sent.NotificationID = events.NameID(cmd.Caller.WorkspaceID, cmd.Caller.UserID, cmd.Caller.IdempotencyKey, "notification")
+			if _, err := in.Pending(sent.NotificationID); err == nil {
+				return nil, nil // delivered by an earlier attempt of this request
+			}
 		}
 		return in.Send(sent), nil
 	})

@@ -137,6 +137,8 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs [
 		switch {
 		case err == nil:
 			return last, nil
+		case errors.Is(err, errDuplicate):
+			return last, fmt.Errorf("append to %s: %w", subject, commands.ErrAlreadyAppended)
 		case isWrongLastSeq(err) || isDuplicateInBatch(err):
 			// Our own earlier attempt may be what moved the subject on: a
 			// single message is refused for its expected sequence, a batch
@@ -145,6 +147,10 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs [
 				return 0, ferr
 			} else if ok {
 				return seq, nil
+			}
+			if isDuplicateInBatch(err) {
+				// Not right after expected: an older append of these ids.
+				return 0, fmt.Errorf("append to %s: %w", subject, commands.ErrAlreadyAppended)
 			}
 			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, commands.ErrConflict)
 		case !retryable(err):
@@ -201,6 +207,9 @@ func (l *Log) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
 	}
 	if ack.Seq == 0 {
 		return 0, errors.New("publish ack without a sequence")
+	}
+	if ack.Duplicate {
+		return ack.Seq, errDuplicate
 	}
 	return ack.Seq, nil
 }
@@ -297,6 +306,10 @@ func (s Snapshots) Save(ctx context.Context, key string, seq uint64, data []byte
 	_, err := s.kv.Put(ctx, key, append(v, data...))
 	return err
 }
+
+// errDuplicate: the server dropped the message as a duplicate of one in
+// its window.
+var errDuplicate = errors.New("duplicate message id")
 
 // JetStream error codes nats.go does not name.
 const (

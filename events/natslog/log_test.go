@@ -192,3 +192,35 @@ func TestScan(t *testing.T) {
 		t.Fatalf("scan of an empty filter: %d, %v", n, err)
 	}
 }
+
+// An append of ids that went in earlier, with other appends since, is
+// reported as already appended, never appended again, single or batch.
+func TestAppendOfOldIDsIsAlreadyAppended(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	subj := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h1"})
+	single := []events.Event{renamed(t, "e1", "h1", "a", "b")}
+	batch := []events.Event{renamed(t, "e2", "h1", "b", "c"), renamed(t, "e3", "h1", "c", "d")}
+	s1, err := l.Append(ctx, subj, 0, single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := l.Append(ctx, subj, s1, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s4, err := l.Append(ctx, subj, s3, []events.Event{renamed(t, "e4", "h1", "d", "e")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, evs := range map[string][]events.Event{"single": single, "batch": batch} {
+		if _, err := l.Append(ctx, subj, s4, evs); !errors.Is(err, commands.ErrAlreadyAppended) {
+			t.Fatalf("%s: got %v, want ErrAlreadyAppended", name, err)
+		}
+	}
+	n := 0
+	l.Read(ctx, subj, 0, func(events.Event) error { n++; return nil })
+	if n != 4 {
+		t.Fatalf("%d events, want 4", n)
+	}
+}

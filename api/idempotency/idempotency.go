@@ -1,0 +1,179 @@
+// Package idempotency makes retried writes safe: a write that carries an
+// Idempotency-Key is executed once per (workspace, user, key); a retry with
+// the same request gets the first answer replayed, and the same key with a
+// different request is refused.
+//
+// Records live in a JetStream KV bucket with a time to live. The first
+// request claims its key with an atomic create (a "pending" record), so two
+// racing retries never both execute; the answer replaces the claim when it
+// is known. A claim whose owner died (its process was killed) is taken over
+// once it is older than the claim timeout. The commands layer also derives
+// event ids from the key, so even a takeover that re-executes appends
+// nothing twice.
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config tunes the store.
+type Config struct {
+	Bucket string        // default "ASTRO_IDEMPOTENCY"
+	TTL    time.Duration // how long a key is remembered; default 24h
+	// ClaimTimeout is when a pending claim is considered abandoned; it must
+	// exceed the longest a write can take. Default 30s.
+	ClaimTimeout time.Duration
+	Replicas     int
+	Now          func() time.Time
+}
+
+// Store keeps idempotency records.
+type Store struct {
+	kv  jetstream.KeyValue
+	cfg Config
+}
+
+// Open creates or updates the bucket.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	if cfg.Bucket == "" {
+		cfg.Bucket = "ASTRO_IDEMPOTENCY"
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 24 * time.Hour
+	}
+	if cfg.ClaimTimeout == 0 {
+		cfg.ClaimTimeout = 30 * time.Second
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "Idempotency-Key records of writes",
+		TTL:         cfg.TTL,
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create bucket %s: %w", cfg.Bucket, err)
+	}
+	return &Store{kv: kv, cfg: cfg}, nil
+}
+
+// Record is what a key is bound to.
+type Record struct {
+	Request   string    `json:"request"`   // hash of the request it was first used with
+	Pending   bool      `json:"pending"`   // claimed, answer not known yet
+	ClaimedAt time.Time `json:"claimedAt"` // when the claim was made
+	Status    int       `json:"status,omitempty"`
+	Body      []byte    `json:"body,omitempty"`
+}
+
+var (
+	// ErrMismatch: the key was first used with another request.
+	ErrMismatch = errors.New("idempotency key reused with another request")
+	// ErrInProgress: the first request with this key has not finished.
+	ErrInProgress = errors.New("a request with this idempotency key is in progress")
+)
+
+// Claim is the right to execute a request once.
+type Claim struct {
+	store *Store
+	key   string
+	rev   uint64
+	rec   Record
+}
+
+// Key names a record: the caller's key, scoped to the workspace and user so
+// that keys of different callers never meet.
+func Key(workspaceID, userID, key string) string {
+	h := sha256.Sum256([]byte(workspaceID + "\x00" + userID + "\x00" + key))
+	return hex.EncodeToString(h[:])
+}
+
+// RequestHash identifies a request: method, path and body.
+func RequestHash(method, path string, body []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s\x00", method, path)
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Begin either claims key for request (the caller executes and then calls
+// Claim.Finish or Claim.Release), or returns the recorded answer of the
+// first execution (replay non-nil). It waits, up to ctx, while another
+// request holds a fresh claim on the same key.
+func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, replay *Record, err error) {
+	for {
+		rec := Record{Request: request, Pending: true, ClaimedAt: s.cfg.Now().UTC()}
+		val, _ := json.Marshal(rec)
+		rev, err := s.kv.Create(ctx, key, val)
+		if err == nil {
+			return &Claim{store: s, key: key, rev: rev, rec: rec}, nil, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, nil, fmt.Errorf("claim idempotency key: %w", err)
+		}
+		entry, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released or expired in between: claim again
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read idempotency key: %w", err)
+		}
+		var found Record
+		if err := json.Unmarshal(entry.Value(), &found); err != nil {
+			return nil, nil, fmt.Errorf("decode idempotency record: %w", err)
+		}
+		switch {
+		case found.Request != request:
+			return nil, nil, ErrMismatch
+		case !found.Pending:
+			return nil, &found, nil
+		case s.cfg.Now().Sub(found.ClaimedAt) > s.cfg.ClaimTimeout:
+			// The claimant died: take over, atomically, from that very record.
+			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
+			if err == nil {
+				return &Claim{store: s, key: key, rev: rev, rec: rec}, nil, nil
+			}
+			continue // someone else took over first
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ErrInProgress
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// Finish records the answer for replay.
+func (c *Claim) Finish(ctx context.Context, status int, body []byte) error {
+	c.rec.Pending, c.rec.Status, c.rec.Body = false, status, body
+	val, _ := json.Marshal(c.rec)
+	if _, err := c.store.kv.Update(ctx, c.key, val, c.rev); err != nil {
+		return fmt.Errorf("record idempotent answer: %w", err)
+	}
+	return nil
+}
+
+// Release gives the key up without an answer (the request failed in a way
+// worth retrying), so that a retry executes again.
+func (c *Claim) Release(ctx context.Context) error {
+	err := c.store.kv.Delete(ctx, c.key, jetstream.LastRevision(c.rev))
+	if err != nil {
+		return fmt.Errorf("release idempotency key: %w", err)
+	}
+	return nil
+}

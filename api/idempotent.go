@@ -1,0 +1,105 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"astro/api/idempotency"
+	"astro/commands"
+)
+
+// Idempotency keeps the answers of writes that carried an Idempotency-Key.
+type Idempotency interface {
+	Begin(ctx context.Context, key, request string) (*idempotency.Claim, *idempotency.Record, error)
+}
+
+// idempotent runs a write at most once per key: the first request executes
+// and its answer is recorded; a retry with the same request gets that answer
+// again, marked Idempotent-Replayed; the same key with another request is
+// refused with 422.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller, h handler, key string) error {
+	if len(key) > 255 || !printableASCII(key) {
+		return commands.Invalid(map[string][]string{"Idempotency-Key": {"The key must be 1 to 255 printable ASCII characters."}})
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return commands.Errorf(commands.ETooLarge, "The body is too large: at most %d bytes.", s.cfg.MaxBodyBytes)
+	}
+	if err != nil {
+		return commands.Errorf(commands.EInvalid, "The body could not be read.")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body)
+	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, key), request)
+	switch {
+	case errors.Is(err, idempotency.ErrMismatch):
+		return commands.Errorf(commands.EUnprocessable, "This Idempotency-Key was already used with a different request.")
+	case errors.Is(err, idempotency.ErrInProgress):
+		return commands.Errorf(commands.EConflict, "A request with this Idempotency-Key is still in progress; retry later.")
+	case err != nil:
+		return &commands.Error{Code: commands.EUnavailable, Message: "The service is temporarily unavailable; try again.", Err: err}
+	case replay != nil:
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(replay.Status)
+		_, _ = w.Write(replay.Body)
+		return nil
+	}
+
+	c.IdempotencyKey = key
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	if err := h(rec, r, p, c); err != nil {
+		writeError(rec, r, s.log, err)
+	}
+	// A server failure is not an answer: let a retry execute again (the
+	// event ids derived from the key keep that from appending twice).
+	finish := context.WithoutCancel(r.Context())
+	if rec.status >= 500 {
+		err = claim.Release(finish)
+	} else {
+		err = claim.Finish(finish, rec.status, rec.body.Bytes())
+	}
+	if err != nil {
+		s.log.Warn("idempotency record", "err", err)
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// recorder passes a response through and keeps a copy.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.body.Write(b)
+	return r.ResponseWriter.Write(b)
+}
