@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +57,12 @@ type Config struct {
 	// retry.
 	Idempotency Idempotency
 
+	// RateLimit is how many requests a second one caller (workspace and
+	// user) may make, with bursts of RateBurst; 0 turns limiting off.
+	RateLimit float64
+	RateBurst int
+	Now       func() time.Time
+
 	MaxBodyBytes   int64         // default 256 KiB
 	ReadYourWrites time.Duration // longest a write waits for its read model; default 5s
 	Logger         *slog.Logger
@@ -63,9 +70,10 @@ type Config struct {
 
 // Server is the HTTP handler of the whole API.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	router *httprouter.Router
+	cfg     Config
+	log     *slog.Logger
+	router  *httprouter.Router
+	limiter *limiter // nil: no rate limit
 }
 
 // New builds the server and its routes.
@@ -84,7 +92,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.RateLimit > 0 {
+		s.limiter = newLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), cfg.Now)
+	}
 	rt := httprouter.New()
 	// Trailing slashes are tolerated in ServeHTTP instead of redirected:
 	// a redirect is not an envelope, and some clients do not follow it.
@@ -148,6 +162,12 @@ type handler func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c
 func (s *Server) authed(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		c, err := s.caller(r)
+		if err == nil && s.limiter != nil {
+			if ok, wait := s.limiter.allow(c.WorkspaceID + "/" + c.UserID); !ok {
+				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
+				err = commands.Errorf(commands.ETooManyRequest, "Too many requests; retry after %d s.", retryAfter(wait))
+			}
+		}
 		if err == nil {
 			if key := r.Header.Get("Idempotency-Key"); key != "" && r.Method != http.MethodGet && s.cfg.Idempotency != nil {
 				err = s.idempotent(w, r, p, c, h, key)

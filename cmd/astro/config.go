@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +28,8 @@ type Config struct {
 	JWTIssuer      string
 	JWTAudience    string
 	StreamReplicas int
+	RateLimit      float64 // requests a second per caller; 0: off
+	RateBurst      int
 	LogLevel       slog.Level
 	ShutdownGrace  time.Duration
 }
@@ -47,6 +50,8 @@ var settings = []setting{
 	{"jwt-issuer", "ASTRO_JWT_ISSUER", "", "required token issuer (iss), when set"},
 	{"jwt-audience", "ASTRO_JWT_AUDIENCE", "", "required token audience (aud), when set"},
 	{"stream-replicas", "ASTRO_STREAM_REPLICAS", "1", "replicas of the event streams (3 on a JetStream cluster)"},
+	{"rate-limit", "ASTRO_RATE_LIMIT", "auto", "requests a second per caller (workspace and user), 'off', or 'auto': 50 with external NATS or PostgreSQL, off when both are embedded"},
+	{"rate-burst", "ASTRO_RATE_BURST", "0", "burst of requests allowed above the rate; 0: twice the rate"},
 	{"log-level", "ASTRO_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"shutdown-grace", "ASTRO_SHUTDOWN_GRACE", "10s", "how long a shutdown waits for requests in flight"},
 }
@@ -78,6 +83,23 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	var err error
 	if c.StreamReplicas, err = strconv.Atoi(get("stream-replicas")); err != nil || c.StreamReplicas < 1 || c.StreamReplicas > 5 {
 		return Config{}, fmt.Errorf("stream-replicas: want 1 to 5, got %q", get("stream-replicas"))
+	}
+	switch rl := get("rate-limit"); rl {
+	case "auto":
+		if c.NATSURL != "" || c.DatabaseURL != "" {
+			c.RateLimit = 50
+		}
+	case "off", "0":
+	default:
+		if c.RateLimit, err = strconv.ParseFloat(rl, 64); err != nil || c.RateLimit < 0 || math.IsInf(c.RateLimit, 0) || math.IsNaN(c.RateLimit) {
+			return Config{}, fmt.Errorf("rate-limit: want a positive number, 'off' or 'auto', got %q", rl)
+		}
+	}
+	if c.RateBurst, err = strconv.Atoi(get("rate-burst")); err != nil || c.RateBurst < 0 {
+		return Config{}, fmt.Errorf("rate-burst: want a whole number, got %q", get("rate-burst"))
+	}
+	if c.RateBurst == 0 {
+		c.RateBurst = max(1, int(2*c.RateLimit))
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {
 		return Config{}, fmt.Errorf("log-level: %w", err)

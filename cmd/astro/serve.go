@@ -151,7 +151,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Verifier: verifier, Notifications: notify, NotificationQueries: notifQueries,
 		NotificationsProjected: notifRunner,
 		Holidays:               holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
-		Idempotency: idem, Ready: ready, Logger: log,
+		Idempotency: idem, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Now: now,
+		Ready: ready, Logger: log,
 	})
 	if err != nil {
 		return err

@@ -55,6 +55,7 @@ func startService(t testing.TB, opts ...serviceOption) *service {
 		"ASTRO_NATS_URL":     ns.ClientURL(),
 		"ASTRO_DATABASE_URL": pgtest.URL(t),
 		"ASTRO_JWT_SECRET":   testSecret,
+		"ASTRO_RATE_LIMIT":   "off", // tests that need it turn it on
 		"ASTRO_LOG_LEVEL":    "warn",
 	}
 	for _, o := range opts {
