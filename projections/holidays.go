@@ -110,7 +110,7 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 		case *events.HolidayRenamed:
 			_, err = tx.StmtxContext(ctx, p.rename).ExecContext(ctx, ws, v.HolidayID, v.NewReason, seq)
 		default:
-			err = fmt.Errorf("unexpected event %s", e.Type)
+			err = fmt.Errorf("%w: unexpected event %s", ErrUnappliable, e.Type)
 		}
 		if err != nil {
 			return fmt.Errorf("apply %s (seq %d): %w", e.Type, e.Seq, err)

@@ -108,7 +108,7 @@ func (p *Notifications) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Eve
 		case *events.AllNotificationsDeleted:
 			_, err = tx.StmtxContext(ctx, p.delAll).ExecContext(ctx, ws, v.RecipientID, pq.Array(v.NotificationIDs))
 		default:
-			err = fmt.Errorf("unexpected event %s", e.Type)
+			err = fmt.Errorf("%w: unexpected event %s", ErrUnappliable, e.Type)
 		}
 		if err != nil {
 			return fmt.Errorf("apply %s (seq %d): %w", e.Type, e.Seq, err)

@@ -2,13 +2,16 @@ package projections
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/events"
@@ -29,7 +32,10 @@ type Projector interface {
 type RunnerConfig struct {
 	Stream string // the event stream's name
 	Batch  int    // most events per transaction; default 500
-	Logger *slog.Logger
+	// Parking, when set, takes the events the projector cannot apply, so
+	// they do not stop it; without it such an event is retried forever.
+	Parking Parking
+	Logger  *slog.Logger
 }
 
 // Runner feeds one projector from the log.
@@ -38,6 +44,8 @@ type Runner struct {
 	db  *sqlx.DB
 	p   Projector
 	cfg RunnerConfig
+
+	parked atomic.Int64 // events parked since start
 
 	mu      sync.Mutex
 	pos     uint64        // checkpoint: last applied stream sequence
@@ -70,6 +78,9 @@ func (r *Runner) Ready() bool {
 	defer r.mu.Unlock()
 	return r.ready
 }
+
+// Parked is how many events this runner parked since it started.
+func (r *Runner) Parked() int64 { return r.parked.Load() }
 
 // Position is the last stream sequence applied.
 func (r *Runner) Position() uint64 {
@@ -179,6 +190,32 @@ func (r *Runner) checkpoint(ctx context.Context) (uint64, error) {
 	return pos, nil
 }
 
+// RedriveSubject is where `astro events redrive` asks a projector to apply
+// its parked events again.
+func RedriveSubject(projector string) string { return "astro.admin.redrive." + projector }
+
+// RedriveResult answers a redrive request.
+type RedriveResult struct {
+	Projector string `json:"projector"`
+	Applied   int    `json:"applied"`
+	Parked    int    `json:"parked"` // still parked
+	Error     string `json:"error,omitempty"`
+}
+
+func (r *Runner) answerRedrive(ctx context.Context, req *nats.Msg) {
+	applied, left, err := r.redrive(ctx)
+	res := RedriveResult{Projector: r.p.Name(), Applied: applied, Parked: left}
+	if err != nil {
+		res.Error = err.Error()
+		r.cfg.Logger.Error("redrive", "err", err)
+	}
+	r.cfg.Logger.Info("redrive", "applied", applied, "still_parked", left)
+	body, _ := json.Marshal(res)
+	if err := req.Respond(body); err != nil {
+		r.cfg.Logger.Warn("redrive reply", "err", err)
+	}
+}
+
 func (r *Runner) setReady(ready bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -232,6 +269,16 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		}
 	}()
 
+	// Redrives run here, between batches, from the instance that writes.
+	redrives := make(chan *nats.Msg, 4)
+	if r.cfg.Parking != nil {
+		sub, err := r.js.Conn().ChanSubscribe(RedriveSubject(r.p.Name()), redrives)
+		if err != nil {
+			return fmt.Errorf("projector %s: redrive subscription: %w", r.p.Name(), err)
+		}
+		defer sub.Unsubscribe()
+	}
+
 	batch := make([]jetstream.Msg, 0, r.cfg.Batch)
 	for {
 		batch = batch[:0]
@@ -240,6 +287,9 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 			return nil
 		case err := <-lost:
 			return err
+		case req := <-redrives:
+			r.answerRedrive(ctx, req)
+			continue
 		case m := <-msgs:
 			batch = append(batch, m)
 		}
@@ -314,44 +364,91 @@ func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, 
 func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {
 	pos := r.Position()
 	evs := make([]events.Event, 0, len(batch))
+	raw := make(map[uint64]jetstream.Msg, len(batch))
+	poison := map[uint64]error{}
 	for _, m := range batch {
 		meta, err := m.Metadata()
 		if err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
-		if meta.Sequence.Stream <= pos {
+		seq := meta.Sequence.Stream
+		if seq <= pos {
 			continue // applied before a restart or a redelivery
 		}
-		e, err := natslog.Decode(m.Subject(), m.Headers(), m.Data(), meta.Sequence.Stream)
+		raw[seq] = m
+		e, err := natslog.Decode(m.Subject(), m.Headers(), m.Data(), seq)
 		if err != nil {
-			return err
+			poison[seq] = err
+			continue
 		}
 		evs = append(evs, e)
 	}
 	last := batch[len(batch)-1]
-	if len(evs) > 0 {
-		tx, err := r.db.BeginTxx(ctx, nil)
-		if err != nil {
+	if len(raw) > 0 {
+		if err := r.commit(ctx, evs, raw, poison); err != nil {
 			return err
 		}
-		defer tx.Rollback()
-		if err := r.p.Apply(ctx, tx, evs); err != nil {
-			return err
-		}
-		end := evs[len(evs)-1].Seq
-		if _, err := tx.ExecContext(ctx, `INSERT INTO projector_checkpoints (name, seq) VALUES ($1, $2)
-			ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`, r.p.Name(), end); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		r.advance(end)
 	}
 	// Acknowledging the last acknowledges the batch (AckAll). A lost ack
 	// only means a redelivery, which the checkpoint skips.
 	if err := last.Ack(); err != nil {
 		r.cfg.Logger.Warn("ack", "err", err)
 	}
+	return nil
+}
+
+// commit applies evs in one transaction with the checkpoint at the batch's
+// end. When the batch fails for an event's own fault, it is applied event
+// by event so the bad ones can be parked and the rest applied.
+func (r *Runner) commit(ctx context.Context, evs []events.Event, raw map[uint64]jetstream.Msg, poison map[uint64]error) error {
+	if len(poison) > 0 && r.cfg.Parking == nil {
+		for seq, err := range poison {
+			return fmt.Errorf("seq %d: %w", seq, err)
+		}
+	}
+	tx, err := r.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := r.p.Apply(ctx, tx, evs); err != nil {
+		if r.cfg.Parking == nil || !poisonous(err) {
+			return err
+		}
+		tx.Rollback()
+		if tx, err = r.db.BeginTxx(ctx, nil); err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		bad, err := r.applyIsolated(ctx, tx, evs)
+		if err != nil {
+			return err
+		}
+		for seq, err := range bad {
+			poison[seq] = err
+		}
+	}
+	// Parked before the commit: a crash in between parks again, which the
+	// parked stream de-duplicates, and never loses an event.
+	for seq, perr := range poison {
+		m := raw[seq]
+		if err := r.cfg.Parking.Park(ctx, r.p.Name(), m.Subject(), m.Headers(), m.Data(), seq, perr.Error()); err != nil {
+			return err
+		}
+		r.cfg.Logger.Error("event parked", "seq", seq, "subject", m.Subject(), "reason", perr)
+	}
+	end := uint64(0)
+	for seq := range raw {
+		end = max(end, seq)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO projector_checkpoints (name, seq) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`, r.p.Name(), end); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	r.parked.Add(int64(len(poison)))
+	r.advance(end)
 	return nil
 }

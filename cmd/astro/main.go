@@ -4,6 +4,7 @@
 //	astro                 run the service (embedded NATS and PostgreSQL by default)
 //	astro token ...       print a development token
 //	astro audit holiday   print a holiday's history from the log
+//	astro events ...      tail the log; list and redrive parked events
 //
 // Run "astro -h" or "astro token -h" for the flags; every flag also reads
 // an ASTRO_* environment variable.
@@ -38,6 +39,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runToken(args[1:], getenv, stdout, stderr)
 		case "audit":
 			return runAudit(ctx, args[1:], getenv, stdout, stderr)
+		case "events":
+			return runEvents(ctx, args[1:], getenv, stdout, stderr)
 		case "serve":
 			args = args[1:]
 		}

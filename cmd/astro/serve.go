@@ -96,7 +96,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Logger: log}
+	runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log}
 	notifRunner, err := projections.NewRunner(evlog.JetStream(), db, notifProj, runCfg)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 type Config struct {
 	Stream          string        // default "ASTRO_EVENTS"
 	SnapshotBucket  string        // default "ASTRO_SNAPSHOTS"
+	ParkedStream    string        // default "ASTRO_PARKED": events projectors could not apply
 	Replicas        int           // default 1; 3 on a cluster
 	DuplicateWindow time.Duration // default 10m: how long a retried append is recognised by id
 	// AttemptTimeout bounds one publish; Append retries until its ctx ends.
@@ -34,6 +35,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.Stream == "" {
 		c.Stream = "ASTRO_EVENTS"
+	}
+	if c.ParkedStream == "" {
+		c.ParkedStream = "ASTRO_PARKED"
 	}
 	if c.SnapshotBucket == "" {
 		c.SnapshotBucket = "ASTRO_SNAPSHOTS"
@@ -97,6 +101,16 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.ParkedStream,
+		Description: "Events a projector could not apply, with the reason; redriven after a fix",
+		Subjects:    []string{"astro.parked.>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.DuplicateWindow,
+	}); err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", cfg.ParkedStream, err)
 	}
 	snaps, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      cfg.SnapshotBucket,

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEventsCommands(t *testing.T) {
+	s := startService(t)
+	svc := sender(t, "w1")
+	s.send(svc, "alice", "bob", "task")
+	s.send(svc, "carol", "bob", "task")
+	alice := token(t, "alice", "w1")
+	s.call("POST", "/api/data/notifications/markallread", alice, nil).want(t, 200)
+
+	runCLI := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		env := map[string]string{"ASTRO_NATS_URL": s.env["ASTRO_NATS_URL"]}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := run(ctx, args, func(k string) string { return env[k] }, &out, &errOut)
+		return out.String(), err
+	}
+	out, err := runCLI("events", "tail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("tail printed %d lines, want 3:\n%s", len(lines), out)
+	}
+	var first struct {
+		Seq  uint64
+		Type string
+		Data map[string]any
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.Seq != 1 || first.Type != "NotificationSent" || first.Data["recipientId"] != "alice" {
+		t.Fatalf("first line %s (%v)", lines[0], err)
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"events", "tail", "--type", "AllNotificationsRead"}, 1},
+		{[]string{"events", "tail", "--from-seq", "2"}, 2},
+		{[]string{"events", "tail", "--since", time.Now().Add(time.Hour).Format(time.RFC3339)}, 0},
+		{[]string{"events", "tail", "--subject", "astro.events.w1.inbox.carol"}, 1},
+	} {
+		out, err := runCLI(c.args...)
+		if got := len(strings.FieldsFunc(out, func(r rune) bool { return r == '\n' })); err != nil || got != c.want {
+			t.Errorf("%v: %d lines, %v\n%s", c.args, got, err, out)
+		}
+	}
+	if out, err := runCLI("events", "parked"); err != nil || out != "" {
+		t.Fatalf("parked: %q %v", out, err)
+	}
+	out, err = runCLI("events", "redrive")
+	if err != nil || !strings.Contains(out, `"projector":"notifications","applied":0,"parked":0`) {
+		t.Fatalf("redrive: %q %v", out, err)
+	}
+}

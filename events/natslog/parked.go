@@ -1,0 +1,113 @@
+package natslog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/events"
+)
+
+// Headers a parked event carries beside its own.
+const (
+	HeaderParkedReason  = "Astro-Parked-Reason"
+	HeaderParkedSeq     = "Astro-Parked-Seq"     // its sequence in the event stream
+	HeaderParkedSubject = "Astro-Parked-Subject" // its subject in the event stream
+)
+
+// ParkedSubject is where a projector's parked events go.
+func ParkedSubject(projector string) string { return "astro.parked." + projector }
+
+// Parked is an event a projector could not apply, kept for a redrive.
+type Parked struct {
+	ParkSeq   uint64 // sequence in the parked stream
+	Projector string
+	Seq       uint64 // sequence in the event stream
+	Subject   string
+	Reason    string
+	ParkedAt  time.Time
+	Header    nats.Header
+	Data      []byte
+}
+
+// Event decodes the parked event.
+func (p Parked) Event() (events.Event, error) { return Decode(p.Subject, p.Header, p.Data, p.Seq) }
+
+// Park keeps a message of the event stream that projector could not apply.
+// Parking the same event twice keeps it once.
+func (l *Log) Park(ctx context.Context, projector, subject string, h nats.Header, data []byte, seq uint64, reason string) error {
+	m := nats.NewMsg(ParkedSubject(projector))
+	for k, v := range h {
+		m.Header[k] = v
+	}
+	if len(reason) > 1000 {
+		reason = reason[:1000]
+	}
+	m.Header.Set(HeaderParkedReason, reason)
+	m.Header.Set(HeaderParkedSeq, strconv.FormatUint(seq, 10))
+	m.Header.Set(HeaderParkedSubject, subject)
+	m.Header.Set(nats.MsgIdHdr, projector+":"+strconv.FormatUint(seq, 10))
+	m.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
+	m.Data = data
+	if _, err := l.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("park seq %d for %s: %w", seq, projector, err)
+	}
+	return nil
+}
+
+// ListParked calls fn for each parked event of projector ("" for every
+// projector), oldest first.
+func (l *Log) ListParked(ctx context.Context, projector string, fn func(Parked) error) error {
+	filter := "astro.parked.>"
+	if projector != "" {
+		filter = ParkedSubject(projector)
+	}
+	stream, err := l.js.Stream(ctx, l.cfg.ParkedStream)
+	if err != nil {
+		return fmt.Errorf("parked stream: %w", err)
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		return fmt.Errorf("parked stream: %w", err)
+	}
+	if cons.CachedInfo().NumPending == 0 {
+		return nil
+	}
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			return fmt.Errorf("read parked: %w", err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		h := m.Headers()
+		seq, _ := strconv.ParseUint(h.Get(HeaderParkedSeq), 10, 64)
+		p := Parked{ParkSeq: meta.Sequence.Stream, Projector: m.Subject()[len("astro.parked."):], Seq: seq,
+			Subject: h.Get(HeaderParkedSubject), Reason: h.Get(HeaderParkedReason), ParkedAt: meta.Timestamp, Header: h, Data: m.Data()}
+		if err := fn(p); err != nil {
+			return err
+		}
+		if meta.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+// Unpark removes a parked event once it has been applied.
+func (l *Log) Unpark(ctx context.Context, parkSeq uint64) error {
+	stream, err := l.js.Stream(ctx, l.cfg.ParkedStream)
+	if err != nil {
+		return err
+	}
+	if err := stream.DeleteMsg(ctx, parkSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("unpark %d: %w", parkSeq, err)
+	}
+	return nil
+}

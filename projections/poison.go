@@ -1,0 +1,120 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/nats-io/nats.go"
+
+	"astro/events"
+	"astro/events/natslog"
+)
+
+// ErrUnappliable is what a projector returns (wrapped) for an event it
+// cannot apply however often it tries: the event, not the database, is at
+// fault.
+var ErrUnappliable = errors.New("event cannot be applied")
+
+// Parking keeps the events a projector cannot apply, so that one bad event
+// does not stop the read model, and gives them back for a redrive.
+type Parking interface {
+	Park(ctx context.Context, projector, subject string, h nats.Header, data []byte, seq uint64, reason string) error
+	ListParked(ctx context.Context, projector string, fn func(natslog.Parked) error) error
+	Unpark(ctx context.Context, parkSeq uint64) error
+}
+
+// poisonous tells an event's own fault from a passing one (a database that
+// is down, a lost connection), which is retried instead.
+func poisonous(err error) bool {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+		pqErr  *pq.Error
+	)
+	switch {
+	case errors.Is(err, ErrUnappliable), errors.Is(err, natslog.ErrMalformed),
+		errors.Is(err, events.ErrUnknownType), errors.Is(err, events.ErrUnknownVersion),
+		errors.As(err, &syntax), errors.As(err, &typ):
+		return true
+	case errors.As(err, &pqErr):
+		// 22: data exception (bad date, value too long, invalid text);
+		// 23: integrity constraint violation.
+		return pqErr.Code.Class() == "22" || pqErr.Code.Class() == "23"
+	}
+	return false
+}
+
+// applyIsolated applies evs one by one inside tx, each under a savepoint,
+// and returns the events that are poison with their errors. A passing
+// error stops it: the whole batch is retried later.
+func (r *Runner) applyIsolated(ctx context.Context, tx *sqlx.Tx, evs []events.Event) (map[uint64]error, error) {
+	poison := map[uint64]error{}
+	for _, e := range evs {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT one_event`); err != nil {
+			return nil, err
+		}
+		err := r.p.Apply(ctx, tx, []events.Event{e})
+		if err == nil {
+			if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT one_event`); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !poisonous(err) {
+			return nil, err
+		}
+		if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT one_event`); rerr != nil {
+			return nil, rerr
+		}
+		poison[e.Seq] = err
+	}
+	return poison, nil
+}
+
+// redrive applies this projector's parked events again, oldest first, and
+// unparks those that now apply. It reports how many were applied and how
+// many are still parked.
+func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
+	var parked []natslog.Parked
+	if err := r.cfg.Parking.ListParked(ctx, r.p.Name(), func(p natslog.Parked) error {
+		parked = append(parked, p)
+		return nil
+	}); err != nil {
+		return 0, 0, err
+	}
+	for _, p := range parked {
+		e, err := p.Event()
+		if err == nil {
+			err = r.applyOne(ctx, e)
+		}
+		if err != nil {
+			if !poisonous(err) {
+				return applied, len(parked) - applied, err
+			}
+			r.cfg.Logger.Warn("parked event still cannot be applied", "seq", p.Seq, "err", err)
+			left++
+			continue
+		}
+		if err := r.cfg.Parking.Unpark(ctx, p.ParkSeq); err != nil {
+			return applied, len(parked) - applied, err
+		}
+		applied++
+	}
+	return applied, left, nil
+}
+
+func (r *Runner) applyOne(ctx context.Context, e events.Event) error {
+	tx, err := r.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := r.p.Apply(ctx, tx, []events.Event{e}); err != nil {
+		return fmt.Errorf("apply parked seq %d: %w", e.Seq, err)
+	}
+	return tx.Commit()
+}
