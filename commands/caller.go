@@ -37,13 +37,18 @@ func (c Caller) Meta(now time.Time) events.Meta {
 
 // NewEvents wraps the payloads a command decided into events on aggregate
 // a. Event ids are random, or derived from the caller's idempotency key so a
-// retried request yields the very same ids.
+// retried request yields the very same ids: from the aggregate, the type and
+// its occurrence, not the position, since a retry decided on the state an
+// earlier attempt left may decide fewer events.
 func NewEvents(c Caller, now time.Time, a events.Aggregate, ps ...events.Payload) ([]events.Event, error) {
 	out := make([]events.Event, len(ps))
+	seen := map[string]int{}
 	for i, p := range ps {
 		id := events.NewID(now)
 		if c.IdempotencyKey != "" {
-			id = events.NameID(c.WorkspaceID, c.UserID, c.IdempotencyKey, strconv.Itoa(i))
+			n := seen[p.EventType()]
+			seen[p.EventType()]++
+			id = events.NameID(c.WorkspaceID, c.UserID, c.IdempotencyKey, a.Kind, a.ID, p.EventType(), strconv.Itoa(n))
 		}
 		e, err := events.New(id, c.Meta(now), a, p)
 		if err != nil {

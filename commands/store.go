@@ -124,6 +124,13 @@ func NewStore[A Aggregate](log Log, snaps Snapshots, fresh func() A, cfg StoreCo
 // Decide inspects an aggregate and returns the events a command appends
 // (none for a no-op), or an error. It must not modify the aggregate: it may
 // run again on newer state when another writer won a race.
+//
+// The events are appended one at a time, in order, so every prefix of them
+// must be a valid history: a failure can leave only a prefix in the log, and
+// the command is then decided again on the state that prefix made. (An atomic
+// batch would avoid that, but on a single-replica file stream JetStream
+// stages each batch in a freshly synced file store, which costs hundreds of
+// single appends.)
 type Decide[A Aggregate] func(A) ([]events.Event, error)
 
 // Execute loads the aggregate on subject, decides, and appends.
@@ -136,50 +143,56 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 	if err != nil {
 		return Result{}, err
 	}
+	var appended []events.Event
 	for attempt := 1; ; attempt++ {
 		evs, err := decide(c.agg)
 		if err != nil || len(evs) == 0 {
-			return Result{Seq: c.seq}, err
+			return Result{Seq: c.seq, Events: appended}, err
 		}
-		last, err := s.log.Append(ctx, subject, c.seq, evs)
-		if errors.Is(err, ErrConflict) && attempt < s.cfg.MaxAttempts {
+		raced, err := s.appendEach(ctx, c, evs, &appended)
+		if err != nil {
+			return Result{}, err
+		}
+		if !raced {
+			s.remember(c)
+			s.maybeSnapshot(ctx, c)
+			return Result{Seq: c.seq, Events: appended}, nil
+		}
+		if attempt == s.cfg.MaxAttempts {
+			return Result{}, &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: ErrConflict}
+		}
+	}
+}
+
+// appendEach appends evs one by one on c, applying each. raced reports that
+// the log moved under the command (another writer, or an earlier attempt of
+// the same request): c is then caught up and the command must be decided
+// again.
+func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Event, appended *[]events.Event) (raced bool, err error) {
+	for _, e := range evs {
+		last, err := s.log.Append(ctx, c.key, c.seq, []events.Event{e})
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrAlreadyAppended) {
 			if err := s.catchUp(ctx, c); err != nil {
-				s.forget(subject)
-				return Result{}, err
+				s.forget(c.key)
+				return false, err
 			}
-			continue
-		}
-		if errors.Is(err, ErrConflict) {
-			return Result{}, &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: err}
-		}
-		if errors.Is(err, ErrAlreadyAppended) {
-			// The earlier attempt's events are in the log; the state here
-			// may predate them, so read them rather than apply these.
-			if err := s.catchUp(ctx, c); err != nil {
-				s.forget(subject)
-				return Result{}, err
-			}
-			return Result{Seq: max(c.seq, last)}, nil
+			return true, nil
 		}
 		if err != nil {
 			// An append that failed may still have happened; the state is
 			// re-read from the log next time.
-			s.forget(subject)
-			return Result{}, unavailable(fmt.Errorf("append to %s: %w", subject, err))
+			s.forget(c.key)
+			return false, unavailable(fmt.Errorf("append to %s: %w", c.key, err))
 		}
-		first := last - uint64(len(evs)) + 1
-		for i := range evs {
-			evs[i].Seq = first + uint64(i)
-			if err := c.agg.Apply(evs[i]); err != nil {
-				s.forget(subject)
-				return Result{}, fmt.Errorf("apply own event %s: %w", evs[i].Type, err)
-			}
+		e.Seq = last
+		if err := c.agg.Apply(e); err != nil {
+			s.forget(c.key)
+			return false, fmt.Errorf("apply own event %s: %w", e.Type, err)
 		}
 		c.seq = last
-		s.remember(c)
-		s.maybeSnapshot(ctx, c)
-		return Result{Seq: last, Events: evs}, nil
+		*appended = append(*appended, e)
 	}
+	return false, nil
 }
 
 // Load returns a copy-free view of the aggregate on subject for read-only

@@ -108,14 +108,15 @@ func (in *Inbox) Pending(id string) (Item, error) {
 	return in.Items[i], nil
 }
 
-// Send decides delivering notification sent, and the overflow deletions it
-// causes.
+// Send decides delivering notification sent, after the overflow deletions
+// that make room for it. Room first: if only a prefix of these reaches the
+// log, the inbox still never holds more than MaxPending.
 func (in *Inbox) Send(sent events.NotificationSent) []events.Payload {
-	out := []events.Payload{sent}
+	var out []events.Payload
 	for _, it := range in.Items[:max(0, len(in.Items)+1-MaxPending)] {
 		out = append(out, events.NotificationDeleted{NotificationID: it.ID, RecipientID: sent.RecipientID, Reason: events.ReasonOverflow})
 	}
-	return out
+	return append(out, sent)
 }
 
 // Unread lists the ids of unread pending notifications, oldest first.

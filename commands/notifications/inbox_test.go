@@ -36,9 +36,12 @@ func TestSendOverflowDeletesOldest(t *testing.T) {
 	if len(ps) != 2 {
 		t.Fatalf("decided %d events, want send + one overflow deletion", len(ps))
 	}
-	del, ok := ps[1].(events.NotificationDeleted)
+	del, ok := ps[0].(events.NotificationDeleted)
 	if !ok || del.NotificationID != "0" || del.Reason != events.ReasonOverflow {
-		t.Fatalf("overflow decision %+v", ps[1])
+		t.Fatalf("overflow decision %+v: want the deletion first", ps[0])
+	}
+	if _, ok := ps[1].(events.NotificationSent); !ok {
+		t.Fatalf("the send is not last: %+v", ps[1])
 	}
 	apply(t, in, ps...)
 	if len(in.Items) != MaxPending || in.Items[0].ID != "1" || in.Items[MaxPending-1].ID != "new" {

@@ -15,7 +15,9 @@ import (
 	"astro/events/natstest"
 )
 
-func openLog(t *testing.T) (*natslog.Log, *nats.Conn) {
+func openLog(t *testing.T) (*natslog.Log, *nats.Conn) { return openLogB(t) }
+
+func openLogB(t testing.TB) (*natslog.Log, *nats.Conn) {
 	t.Helper()
 	nc := natstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -29,7 +31,9 @@ func openLog(t *testing.T) (*natslog.Log, *nats.Conn) {
 
 var meta = events.Meta{WorkspaceID: "w1", ActorID: "u1", Integration: "tests", CorrelationID: "c1", Time: time.Date(2027, 1, 2, 3, 4, 5, 6000, time.UTC)}
 
-func renamed(t *testing.T, id, holiday, from, to string) events.Event {
+func renamedB(b testing.TB, holiday string) events.Event { return renamed(b, "x", holiday, "a", "b") }
+
+func renamed(t testing.TB, id, holiday, from, to string) events.Event {
 	t.Helper()
 	e, err := events.New(id, meta, events.Aggregate{Kind: events.KindHoliday, ID: holiday}, events.HolidayRenamed{HolidayID: holiday, OldReason: from, NewReason: to})
 	if err != nil {
