@@ -15,7 +15,7 @@ import (
 	"astro/events/natstest"
 )
 
-func newLog(t *testing.T) *natslog.Log {
+func newLog(t testing.TB) *natslog.Log {
 	t.Helper()
 	l, err := natslog.Open(context.Background(), natstest.Conn(t), natslog.Config{})
 	if err != nil {

@@ -2,6 +2,7 @@ package notifications
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"astro/commands"
@@ -12,10 +13,12 @@ import (
 // notifications a user keeps; sending one more deletes the oldest.
 const MaxPending = 1000
 
-// Inbox is one user's pending notifications, oldest first.
+// Inbox is one user's pending notifications, oldest first. The index
+// points at the items themselves, so removing some (every send at the cap
+// removes the oldest) never invalidates it.
 type Inbox struct {
-	Items []Item `json:"items"`
-	pos   map[string]int
+	Items []*Item `json:"items"`
+	byID  map[string]*Item
 }
 
 // Item is what decisions need of a pending notification.
@@ -35,24 +38,25 @@ func (in *Inbox) Apply(e events.Event) error {
 	}
 	switch p := p.(type) {
 	case *events.NotificationSent:
-		in.Items = append(in.Items, Item{ID: p.NotificationID})
-		in.index()[p.NotificationID] = len(in.Items) - 1
+		it := &Item{ID: p.NotificationID}
+		in.Items = append(in.Items, it)
+		in.index()[it.ID] = it
 	case *events.NotificationRead:
-		if i, ok := in.find(p.NotificationID); ok {
+		if it, ok := in.index()[p.NotificationID]; ok {
 			d := p.ReadDate
-			in.Items[i].ReadDate = &d
+			it.ReadDate = &d
 		}
 	case *events.NotificationUnread:
-		if i, ok := in.find(p.NotificationID); ok {
-			in.Items[i].ReadDate = nil
+		if it, ok := in.index()[p.NotificationID]; ok {
+			it.ReadDate = nil
 		}
 	case *events.NotificationDeleted:
-		in.remove(map[string]bool{p.NotificationID: true})
+		in.removeOne(p.NotificationID)
 	case *events.AllNotificationsRead:
 		for _, id := range p.NotificationIDs {
-			if i, ok := in.find(id); ok {
+			if it, ok := in.index()[id]; ok {
 				d := p.ReadDate
-				in.Items[i].ReadDate = &d
+				it.ReadDate = &d
 			}
 		}
 	case *events.AllNotificationsDeleted:
@@ -67,31 +71,41 @@ func (in *Inbox) Apply(e events.Event) error {
 	return nil
 }
 
-func (in *Inbox) index() map[string]int {
-	if in.pos == nil {
-		in.pos = make(map[string]int, len(in.Items))
-		for i, it := range in.Items {
-			in.pos[it.ID] = i
+// index is built once, after a snapshot is decoded, and kept up to date.
+func (in *Inbox) index() map[string]*Item {
+	if in.byID == nil {
+		in.byID = make(map[string]*Item, len(in.Items))
+		for _, it := range in.Items {
+			in.byID[it.ID] = it
 		}
 	}
-	return in.pos
+	return in.byID
 }
 
-func (in *Inbox) find(id string) (int, bool) {
-	i, ok := in.index()[id]
-	return i, ok
+// removeOne is remove for the common case, a single deletion, with no
+// hashing of the items that stay: usually the oldest, found at once.
+func (in *Inbox) removeOne(id string) {
+	it, ok := in.index()[id]
+	if !ok {
+		return
+	}
+	delete(in.byID, id)
+	i := slices.Index(in.Items, it)
+	in.Items = slices.Delete(in.Items, i, i+1)
 }
 
 func (in *Inbox) remove(gone map[string]bool) {
+	idx := in.index()
 	kept := in.Items[:0]
 	for _, it := range in.Items {
-		if !gone[it.ID] {
+		if gone[it.ID] {
+			delete(idx, it.ID)
+		} else {
 			kept = append(kept, it)
 		}
 	}
 	clear(in.Items[len(kept):])
 	in.Items = kept
-	in.pos = nil
 }
 
 func notFound() error {
@@ -101,11 +115,11 @@ func notFound() error {
 // Pending returns the item id, or ENotFound: unknown, deleted and foreign
 // notifications are all simply not in this inbox.
 func (in *Inbox) Pending(id string) (Item, error) {
-	i, ok := in.find(id)
+	it, ok := in.index()[id]
 	if !ok {
 		return Item{}, notFound()
 	}
-	return in.Items[i], nil
+	return *it, nil
 }
 
 // Send decides delivering notification sent, after the overflow deletions

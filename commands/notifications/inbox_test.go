@@ -10,7 +10,7 @@ import (
 	"astro/events"
 )
 
-func apply(t *testing.T, in *Inbox, ps ...events.Payload) {
+func apply(t testing.TB, in *Inbox, ps ...events.Payload) {
 	t.Helper()
 	for _, p := range ps {
 		e, err := events.New("id", events.Meta{WorkspaceID: "w", Time: time.Now()}, events.Aggregate{Kind: events.KindInbox, ID: "u"}, p)
@@ -76,5 +76,16 @@ func TestInboxDecisions(t *testing.T) {
 	var e *commands.Error
 	if _, err := in.Pending("a"); !errors.As(err, &e) {
 		t.Fatalf("not an application error: %v", err)
+	}
+}
+
+func BenchmarkSendAtCap(b *testing.B) {
+	in := NewInbox()
+	for i := range MaxPending {
+		apply(b, in, sent(fmt.Sprint(i)))
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		apply(b, in, in.Send(sent(fmt.Sprint("n", i)))...)
 	}
 }

@@ -11,6 +11,7 @@
 //     the expected sequence before calling it a conflict. This matters
 //     because a single-replica stream checks the expected sequence before it
 //     checks the duplicate window.
-//   - Reads go to the stream leader (direct get is off), so a read that
-//     follows an acknowledged append sees it.
+//   - Reads see every acknowledged append: on a replicated stream they go to
+//     the stream leader; direct gets, which any replica may answer, are used
+//     only with a single replica.
 package natslog

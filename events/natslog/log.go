@@ -94,9 +94,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 		// The log is the system of record: nothing is ever removed from it.
 		DenyDelete: true,
 		DenyPurge:  true,
-		// Direct gets may be answered by a lagging replica; decisions and
-		// retry checks must see the latest append.
-		AllowDirect:        false,
+		// Direct gets skip the JetStream API and are several times faster,
+		// but on a replicated stream a lagging replica may answer them, and
+		// decisions and retry checks must see the latest append. With one
+		// replica the only answer is the leader's.
+		AllowDirect:        cfg.Replicas == 1,
 		AllowAtomicPublish: true,
 	})
 	if err != nil {
