@@ -81,7 +81,9 @@ func (f fixture) history(t *testing.T, sends int) uint64 {
 	return max(last, res.Seq)
 }
 
-func migrated(t *testing.T) *sqlx.DB {
+func migrated(t *testing.T) *sqlx.DB { return migratedB(t) }
+
+func migratedB(t testing.TB) *sqlx.DB {
 	t.Helper()
 	db := pgtest.Open(t)
 	if err := projections.Migrate(context.Background(), db); err != nil {
@@ -118,7 +120,7 @@ func waitFor(t *testing.T, r *projections.Runner, seq uint64) {
 	}
 }
 
-func notificationsProjector(t *testing.T, db *sqlx.DB) *projections.Notifications {
+func notificationsProjector(t testing.TB, db *sqlx.DB) *projections.Notifications {
 	t.Helper()
 	p, err := projections.NewNotifications(context.Background(), db)
 	if err != nil {
