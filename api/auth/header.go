@@ -2,12 +2,16 @@ package auth
 
 import "strings"
 
+// ows is HTTP's optional white space.
+const ows = " \t"
+
 // FromHeader extracts the token from an Authorization header value of the
 // form "Bearer <token>". The scheme is matched case-insensitively (RFC 9110
-// says schemes are case-insensitive) and surrounding whitespace is
-// tolerated. Errors wrap ErrUnauthorized.
+// says schemes are case-insensitive) and surrounding optional white space
+// (space and tab, RFC 9110 OWS; not Unicode spaces, which no client sends)
+// is tolerated. Errors wrap ErrUnauthorized.
 func FromHeader(h string) (string, error) {
-	h = strings.TrimSpace(h)
+	h = strings.Trim(h, ows)
 	if h == "" {
 		return "", unauthorized(reasonMissingHeader, nil)
 	}
@@ -21,7 +25,7 @@ func FromHeader(h string) (string, error) {
 	if !strings.EqualFold(h[:i], "Bearer") {
 		return "", unauthorized(reasonScheme, nil)
 	}
-	tok := strings.TrimSpace(h[i+1:])
+	tok := strings.Trim(h[i+1:], ows)
 	if tok == "" {
 		return "", unauthorized(reasonMissingToken, nil)
 	}

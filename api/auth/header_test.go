@@ -17,6 +17,8 @@ func TestFromHeader(t *testing.T) {
 		{name: "upper case scheme", header: "BEARER abc.def.ghi", want: "abc.def.ghi"},
 		{name: "surrounding spaces", header: "  Bearer   abc.def.ghi  ", want: "abc.def.ghi"},
 		{name: "tab separator", header: "Bearer\tabc.def.ghi", want: "abc.def.ghi"},
+		// Not HTTP white space: kept, so the token fails verification.
+		{name: "ideographic space", header: "Bearer abc.def.ghi\u3000", want: "abc.def.ghi\u3000"},
 		{name: "empty", header: "", reason: "missing authorization header"},
 		{name: "only spaces", header: "   ", reason: "missing authorization header"},
 		{name: "scheme only", header: "Bearer", reason: "missing bearer token"},
