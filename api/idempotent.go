@@ -27,13 +27,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	if len(key) > 255 || !printableASCII(key) {
 		return commands.Invalid(map[string][]string{"Idempotency-Key": {"The key must be 1 to 255 printable ASCII characters."}})
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return commands.Errorf(commands.ETooLarge, "The body is too large: at most %d bytes.", s.cfg.MaxBodyBytes)
-	}
+	body, err := s.readBody(w, r)
 	if err != nil {
-		return commands.Errorf(commands.EInvalid, "The body could not be read.")
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 

@@ -226,13 +226,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 			return commands.Errorf(commands.EMediaType, "The body must be JSON (Content-Type: application/json).")
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return commands.Errorf(commands.ETooLarge, "The body is too large: at most %d bytes.", s.cfg.MaxBodyBytes)
-	}
+	body, err := s.readBody(w, r)
 	if err != nil {
-		return commands.Errorf(commands.EInvalid, "The body could not be read.")
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return commands.Errorf(commands.EInvalid, "A JSON body is required.")
@@ -249,6 +245,19 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		return commands.Errorf(commands.EInvalid, "The body is not valid JSON: unexpected data after the object.")
 	}
 	return nil
+}
+
+// readBody reads the whole body, up to the limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, commands.Errorf(commands.ETooLarge, "The body is too large: at most %d bytes.", s.cfg.MaxBodyBytes)
+	}
+	if err != nil {
+		return nil, commands.Errorf(commands.EInvalid, "The body could not be read.")
+	}
+	return body, nil
 }
 
 func jsonKind(goKind string) string {

@@ -19,10 +19,7 @@ type Holidays struct {
 // NewHolidays prepares the projector's statements.
 func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 	var p Holidays
-	for _, s := range []struct {
-		dst **sqlx.Stmt
-		sql string
-	}{
+	if err := prepare(ctx, db, "holidays projector", []statement{
 		// A holiday is fixed at creation, so a second copy of the event
 		// (a replay) has nothing to add.
 		{&p.create, `INSERT INTO holidays (workspace_id, id, reason, type, date_from, date_to, country_ids, resource_ids, created_seq, seq)
@@ -37,12 +34,8 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 			ON CONFLICT (workspace_id, id) DO UPDATE SET name = EXCLUDED.name, country_code = EXCLUDED.country_code,
 				is_active = EXCLUDED.is_active, is_guest = EXCLUDED.is_guest, seq = EXCLUDED.seq
 			WHERE resources.seq < EXCLUDED.seq`},
-	} {
-		stmt, err := db.PreparexContext(ctx, s.sql)
-		if err != nil {
-			return nil, fmt.Errorf("prepare holidays projector: %w", err)
-		}
-		*s.dst = stmt
+	}); err != nil {
+		return nil, err
 	}
 	return &p, nil
 }

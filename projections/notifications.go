@@ -20,10 +20,7 @@ type Notifications struct {
 // NewNotifications prepares the projector's statements.
 func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) {
 	var p Notifications
-	for _, s := range []struct {
-		dst **sqlx.Stmt
-		sql string
-	}{
+	if err := prepare(ctx, db, "notifications projector", []statement{
 		// Sends are the bulk of the log: a run of them is one statement.
 		{&p.insert, `INSERT INTO notifications (workspace_id, recipient_id, id, sender_id, notification_type, subject, message, data, create_date, seq)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::timestamptz[], $10::bigint[])
@@ -33,12 +30,8 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 		{&p.del, `DELETE FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
 		{&p.readAll, `UPDATE notifications SET read_date = $4 WHERE workspace_id = $1 AND recipient_id = $2 AND id = ANY($3::uuid[]) AND read_date IS NULL`},
 		{&p.delAll, `DELETE FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = ANY($3::uuid[])`},
-	} {
-		stmt, err := db.PreparexContext(ctx, s.sql)
-		if err != nil {
-			return nil, fmt.Errorf("prepare notifications projector: %w", err)
-		}
-		*s.dst = stmt
+	}); err != nil {
+		return nil, err
 	}
 	return &p, nil
 }

@@ -57,10 +57,7 @@ type Notifications struct {
 // NewNotifications prepares the statements.
 func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) {
 	var q Notifications
-	for _, s := range []struct {
-		dst **sqlx.Stmt
-		sql string
-	}{
+	if err := prepare(ctx, db, "notification queries", []statement{
 		{&q.page, `SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data
 			FROM notifications
 			WHERE workspace_id = $1 AND recipient_id = $2 AND ($3::bigint = 0 OR seq < $3)
@@ -70,12 +67,8 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 			FROM notifications WHERE workspace_id = $1 AND recipient_id = $2`},
 		{&q.unread, `SELECT count(*) FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND read_date IS NULL`},
 		{&q.seqOf, `SELECT seq FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
-	} {
-		stmt, err := db.PreparexContext(ctx, s.sql)
-		if err != nil {
-			return nil, fmt.Errorf("prepare notification queries: %w", err)
-		}
-		*s.dst = stmt
+	}); err != nil {
+		return nil, err
 	}
 	return &q, nil
 }

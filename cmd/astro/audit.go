@@ -45,15 +45,11 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	nc, closeLog, err := openLogConn(ctx, *natsURL, *dataDir)
+	log, _, closeLog, err := openLog(ctx, *natsURL, *dataDir)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-	log, err := natslog.Open(ctx, nc, natslog.Config{Bind: true})
-	if err != nil {
-		return err
-	}
 	h, err := history.NewHolidays(log)
 	if err != nil {
 		return err
@@ -81,6 +77,21 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%q\n", e.Sequence, e.Time.Format(time.RFC3339Nano), e.Type, e.ActorID, or(e.IntegrationName, "-"), old, e.NewReason)
 	}
 	return tw.Flush()
+}
+
+// openLog opens the log as a tool sees it, bound to the existing streams so
+// that nothing about them changes.
+func openLog(ctx context.Context, url, dataDir string) (*natslog.Log, *nats.Conn, func(), error) {
+	nc, closeConn, err := openLogConn(ctx, url, dataDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	log, err := natslog.Open(ctx, nc, natslog.Config{Bind: true})
+	if err != nil {
+		closeConn()
+		return nil, nil, nil, err
+	}
+	return log, nc, closeConn, nil
 }
 
 // openLogConn connects to the log: the given NATS server; else the running

@@ -42,15 +42,11 @@ func runEvents(ctx context.Context, args []string, getenv func(string) string, s
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	nc, closeConn, err := openLogConn(ctx, *natsURL, *dataDir)
+	log, nc, closeLog, err := openLog(ctx, *natsURL, *dataDir)
 	if err != nil {
 		return err
 	}
-	defer closeConn()
-	log, err := natslog.Open(ctx, nc, natslog.Config{Bind: true})
-	if err != nil {
-		return err
-	}
+	defer closeLog()
 	out := json.NewEncoder(stdout)
 	switch args[0] {
 	case "tail":
