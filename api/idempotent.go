@@ -54,16 +54,32 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 
 	c.IdempotencyKey = key
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-	if err := h(rec, r, p, c); err != nil {
+	// The claim must outlive the write: bound the write well inside it.
+	work, cancelWork := context.WithTimeout(r.Context(), idempotency.MaxWrite)
+	defer cancelWork()
+	if err := h(rec, r.WithContext(work), p, c); err != nil {
 		writeError(rec, r, s.log, err)
 	}
-	// A server failure is not an answer: let a retry execute again (the
-	// event ids derived from the key keep that from appending twice).
-	finish := context.WithoutCancel(r.Context())
-	if rec.status >= 500 {
-		err = claim.Release(finish)
-	} else {
-		err = claim.Finish(finish, rec.status, rec.body.Bytes())
+	// A server failure or a lost race is not an answer: let a retry execute
+	// again (the event ids derived from the key keep that from appending
+	// twice).
+	finish, cancelFinish := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancelFinish()
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		if rec.status >= 500 || rec.status == http.StatusConflict {
+			err = claim.Release(finish)
+		} else {
+			err = claim.Finish(finish, rec.status, rec.body.Bytes())
+		}
+		// A claim left pending holds the key's retries until it goes
+		// stale, so a passing failure (a leader election) is retried.
+		if err == nil || finish.Err() != nil {
+			break
+		}
+		select {
+		case <-finish.Done():
+		case <-time.After(wait):
+		}
 	}
 	if err != nil {
 		s.log.Warn("idempotency record", "err", err)

@@ -165,13 +165,24 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 }
 
 // appendEach appends evs one by one on c, applying each. raced reports that
-// the log moved under the command (another writer, or an earlier attempt of
-// the same request): c is then caught up and the command must be decided
-// again.
+// another writer moved the log under the command: c is then caught up and
+// the command must be decided again.
 func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Event, appended *[]events.Event) (raced bool, err error) {
 	for _, e := range evs {
 		last, err := s.log.Append(ctx, c.key, c.seq, []events.Event{e})
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrAlreadyAppended) {
+		if errors.Is(err, ErrAlreadyAppended) {
+			// This very event (ids are unique to a command, or derived from
+			// its idempotency key) is in the log: an earlier attempt of the
+			// same request got it through. It happened; read it and go on.
+			// Deciding again could never converge, since the decision would
+			// name the same id again.
+			if err := s.catchUp(ctx, c); err != nil {
+				s.forget(c.key)
+				return false, err
+			}
+			continue
+		}
+		if errors.Is(err, ErrConflict) {
 			if err := s.catchUp(ctx, c); err != nil {
 				s.forget(c.key)
 				return false, err

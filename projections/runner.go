@@ -243,9 +243,13 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		case msgs <- m:
 		case <-ctx.Done():
 		}
-	}, jetstream.PullMaxMessages(r.cfg.Batch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		r.cfg.Logger.Debug("consume", "err", err)
-	}))
+	}, jetstream.PullMaxMessages(r.cfg.Batch),
+		// Short pulls and heartbeats: after a leader change the client notices
+		// a dead pull in seconds, not the default 30.
+		jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			r.cfg.Logger.Debug("consume", "err", err)
+		}))
 	if err != nil {
 		return fmt.Errorf("projector %s: consume: %w", r.p.Name(), err)
 	}

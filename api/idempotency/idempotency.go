@@ -7,7 +7,8 @@
 // request claims its key with an atomic create (a "pending" record), so two
 // racing retries never both execute; the answer replaces the claim when it
 // is known. A claim whose owner died (its process was killed) is taken over
-// once it is older than the claim timeout. The commands layer also derives
+// once it is older than the claim timeout (15 s; writes under a claim are
+// bounded to 10 s). The commands layer also derives
 // event ids from the key, so even a takeover that re-executes appends
 // nothing twice.
 package idempotency
@@ -28,8 +29,8 @@ import (
 type Config struct {
 	Bucket string        // default "ASTRO_IDEMPOTENCY"
 	TTL    time.Duration // how long a key is remembered; default 24h
-	// ClaimTimeout is when a pending claim is considered abandoned; it must
-	// exceed the longest a write can take. Default 30s.
+	// ClaimTimeout is when a pending claim is considered abandoned (its
+	// process died); it must exceed MaxWrite. Default 15s.
 	ClaimTimeout time.Duration
 	Replicas     int
 	Now          func() time.Time
@@ -50,7 +51,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		cfg.TTL = 24 * time.Hour
 	}
 	if cfg.ClaimTimeout == 0 {
-		cfg.ClaimTimeout = 30 * time.Second
+		cfg.ClaimTimeout = 15 * time.Second
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
@@ -71,6 +72,10 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	}
 	return &Store{kv: kv, cfg: cfg}, nil
 }
+
+// MaxWrite bounds a write that runs under a claim, so that a claim older
+// than ClaimTimeout can only be a dead process's.
+const MaxWrite = 10 * time.Second
 
 // Record is what a key is bound to.
 type Record struct {

@@ -137,6 +137,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		if !nc.IsConnected() {
 			return errors.New("NATS is not connected")
 		}
+		if err := evlog.Ping(ctx); err != nil {
+			return err
+		}
 		if err := db.PingContext(ctx); err != nil {
 			return fmt.Errorf("database: %w", err)
 		}

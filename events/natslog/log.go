@@ -127,6 +127,15 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	return &Log{cfg: cfg, nc: nc, js: js, stream: stream, snaps: snaps}, nil
 }
 
+// Ping asks the event stream itself, not just the connection: during a
+// leader election on a cluster the connection is up but appends fail.
+func (l *Log) Ping(ctx context.Context) error {
+	if _, err := l.stream.Info(ctx); err != nil {
+		return fmt.Errorf("event stream %s: %w", l.cfg.Stream, err)
+	}
+	return nil
+}
+
 // JetStream returns the JetStream context, for consumers of the log.
 func (l *Log) JetStream() jetstream.JetStream { return l.js }
 
