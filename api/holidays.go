@@ -181,12 +181,12 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 		return err
 	}
 	cmd := holidays.UpsertResource{Caller: c, ResourceID: p.ByName("id"), Name: req.Name, CountryCode: req.CountryCode, IsActive: req.IsActive, IsGuest: req.IsGuest}
-	res, err := s.cfg.Holidays.UpsertResource.Handle(r.Context(), cmd)
+	u, res, err := s.cfg.Holidays.UpsertResource.Handle(r.Context(), cmd)
 	if err != nil {
 		return err
 	}
 	s.settle(r, s.cfg.HolidaysProjected, res.Seq)
-	writeOK(w, ResourceDto{ID: cmd.ResourceID, Name: cmd.Name, CountryCode: cmd.CountryCode, IsActive: cmd.IsActive, IsGuest: cmd.IsGuest})
+	writeOK(w, ResourceDto{ID: u.ResourceID, Name: u.Name, CountryCode: u.CountryCode, IsActive: u.IsActive, IsGuest: u.IsGuest})
 	return nil
 }
 

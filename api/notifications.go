@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -92,6 +94,12 @@ func (s *Server) notificationRoutes() {
 	}))
 }
 
+// cleanText reports whether s can reach the database as text: valid UTF-8
+// and no control characters (PostgreSQL refuses NUL outright).
+func cleanText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
+}
+
 func notFoundRoute(r *http.Request) error {
 	return commands.Errorf(commands.ENotFound, "No such endpoint: %s.", r.URL.Path)
 }
@@ -121,11 +129,17 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ htt
 	if f.LastID != "" && !events.ValidUUID(f.LastID) {
 		v.Add("lastId", "lastId must be a UUID.")
 	}
+	if !cleanText(f.SenderID) {
+		v.Add("senderId", "senderId must be text without control characters.")
+	}
 	// Both notificationTypes=a,b and notificationTypes=a&notificationTypes=b.
 	for _, t := range q["notificationTypes"] {
 		for _, t := range strings.Split(t, ",") {
 			if t = strings.TrimSpace(t); t != "" {
 				f.NotificationTypes = append(f.NotificationTypes, t)
+			}
+			if !cleanText(t) {
+				v.Add("notificationTypes", "notificationTypes must be text without control characters.")
 			}
 		}
 	}

@@ -241,7 +241,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		}
 		return commands.Errorf(commands.EInvalid, "The body is not valid JSON.")
 	}
-	if dec.More() {
+	// More() misses a stray '}' or ']'; what follows the value must be
+	// white space.
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 		return commands.Errorf(commands.EInvalid, "The body is not valid JSON: unexpected data after the object.")
 	}
 	return nil

@@ -62,5 +62,9 @@ func holidayCreatedV1toV2(data json.RawMessage) (json.RawMessage, error) {
 	}
 	list, _ := json.Marshal(ids) // a []string always encodes
 	m["countryIds"] = list
+	// v2 lists are never null; v1 writers may have left resourceIds out.
+	if raw, ok := m["resourceIds"]; !ok || string(raw) == "null" {
+		m["resourceIds"] = json.RawMessage("[]")
+	}
 	return json.Marshal(m)
 }

@@ -156,6 +156,11 @@ func TestNotificationErrors(t *testing.T) {
 		{"list bad lastId", "GET", "/api/data/notifications?lastId=zzz", alice, nil, nil, 400, "lastId"},
 		{"list unknown lastId", "GET", "/api/data/notifications?lastId=" + unknown, alice, nil, nil, 400, "lastId"},
 		{"list bad flat", "GET", "/api/data/notifications?asFlatList=maybe", alice, nil, nil, 400, "asFlatList"},
+		{"list NUL sender", "GET", "/api/data/notifications?senderId=%00", alice, nil, nil, 400, "senderId"},
+		{"list NUL type", "GET", "/api/data/notifications?notificationTypes=a%00", alice, nil, nil, 400, "notificationTypes"},
+		{"send trailing brace", "POST", sendPath, svc, `{}}`, nil, 400, ""},
+		{"send NUL subject", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "bob", "notificationType": "t", "subject": "a\x00b"}, nil, 400, "subject"},
+		{"send NUL in data", "POST", sendPath, svc, `{"recipientId":"a","senderId":"bob","notificationType":"t","data":{"k":"\u0000"}}`, nil, 400, "data"},
 		{"markread ok with unknown query and header", "POST", "/api/data/notifications/" + n.ID + "/markread?foo=bar", alice, nil, []string{"X-Unknown", "1"}, 200, ""},
 		{"trailing slash tolerated", "GET", "/api/data/notifications/unreadcount/", alice, nil, nil, 200, ""},
 	}

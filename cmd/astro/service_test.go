@@ -3,11 +3,18 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"maps"
+	"mime"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +23,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
+	liberrors "github.com/pb33f/libopenapi-validator/errors"
+	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"astro/api"
 	"astro/api/auth"
 	"astro/events"
 	"astro/events/natslog"
@@ -93,6 +107,9 @@ func startWithEnv(t testing.TB, env map[string]string) *service {
 		cancel()
 		t.Fatalf("astro did not start in time\n%s", stderr.String())
 	}
+	// Registered before stop, so it runs after the service stopped (every
+	// append is done) and before startService's NATS shuts down.
+	t.Cleanup(func() { checkEventContract(t, env["ASTRO_NATS_URL"]) })
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -108,7 +125,12 @@ func startWithEnv(t testing.TB, env map[string]string) *service {
 		})
 	}
 	t.Cleanup(stop)
-	s := &service{t: t, base: base, env: env, client: &http.Client{Timeout: time.Minute}, stop: stop}
+	c, err := loadContract()
+	if err != nil {
+		t.Fatalf("api/openapi.json: %v", err)
+	}
+	client := &http.Client{Timeout: time.Minute, Transport: &contractTransport{t: t, c: c, next: http.DefaultTransport}}
+	s := &service{t: t, base: base, env: env, client: client, stop: stop}
 	s.waitReady()
 	return s
 }
@@ -269,27 +291,7 @@ func signWith(secret, user, ws string, nbf time.Time, ttl time.Duration) (string
 // logEvents reads every event of the given types from the log.
 func (s *service) logEvents(t testing.TB, types ...string) []events.Event {
 	t.Helper()
-	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	js, _ := jetstream.New(nc)
-	stream, err := js.Stream(ctx, "ASTRO_EVENTS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []events.Event
-	if info.State.Msgs == 0 {
-		return out
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	msgs, err := readLog(s.env["ASTRO_NATS_URL"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,14 +299,9 @@ func (s *service) logEvents(t testing.TB, types ...string) []events.Event {
 	for _, ty := range types {
 		want[ty] = true
 	}
-	for seq := uint64(0); seq < info.State.LastSeq; {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			t.Fatalf("read log at %d of %d: %v", seq, info.State.LastSeq, err)
-		}
-		meta, _ := m.Metadata()
-		seq = meta.Sequence.Stream
-		e, err := natslog.Decode(m.Subject(), m.Headers(), m.Data(), seq)
+	var out []events.Event
+	for _, m := range msgs {
+		e, err := natslog.Decode(m.Subject, m.Header, m.Data, m.Seq)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,4 +310,473 @@ func (s *service) logEvents(t testing.TB, types ...string) []events.Event {
 		}
 	}
 	return out
+}
+
+// logMessage is one message of the event stream as stored: what a
+// downstream consumer receives.
+type logMessage struct {
+	Seq     uint64
+	Subject string
+	Header  nats.Header
+	Data    []byte
+}
+
+// logMessages reads every message of the event stream, raw.
+func (s *service) logMessages(t testing.TB) []logMessage {
+	t.Helper()
+	msgs, err := readLog(s.env["ASTRO_NATS_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// readLog reads the whole event stream from the NATS server at url. It
+// returns errors rather than failing a test, so that cleanups can use it.
+func readLog(url string) ([]logMessage, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := js.Stream(ctx, "ASTRO_EVENTS")
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []logMessage
+	if info.State.Msgs == 0 {
+		return out, nil
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	for seq := uint64(0); seq < info.State.LastSeq; {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("read log at %d of %d: %w", seq, info.State.LastSeq, err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return nil, err
+		}
+		seq = meta.Sequence.Stream
+		out = append(out, logMessage{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+	}
+	return out, nil
+}
+
+// contract checks HTTP exchanges against api.OpenAPI and events against
+// their JSON Schemas. Requests are checked leniently, as the server reads
+// them (unknown fields are ignored); responses strictly, so a field or
+// header the document does not declare fails as much as a missing one.
+type contract struct {
+	mu        sync.Mutex // the validators' caches are not documented as safe for concurrent use
+	requests  validator.Validator
+	responses validator.Validator
+	document  validator.Validator // the responses of GET /openapi.json, not strict
+	// outside holds, by status, the schema of the answers to requests that
+	// no operation of the document takes: unknown paths and methods.
+	outside map[int]*jsonschema.Schema
+}
+
+// loadContract builds the contract once per test binary: parsing and
+// compiling the document takes a quarter of a second, and it is read-only
+// once built.
+var loadContract = sync.OnceValues(newContract)
+
+func newContract() (*contract, error) {
+	build := func(opts ...config.Option) (validator.Validator, error) {
+		doc, err := libopenapi.NewDocument(api.OpenAPI)
+		if err != nil {
+			return nil, err
+		}
+		if v := doc.GetVersion(); !strings.HasPrefix(v, "3.1.") {
+			return nil, fmt.Errorf("openapi %q, want 3.1.x", v)
+		}
+		v, errs := validator.NewValidator(doc, opts...)
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		if ok, verrs := v.ValidateDocument(); !ok {
+			return nil, fmt.Errorf("not a valid OpenAPI 3.1 document: %s", describeValidation(verrs))
+		}
+		return v, nil
+	}
+	reqs, err := build(config.WithFormatAssertions())
+	if err != nil {
+		return nil, err
+	}
+	// Strict mode reports any property a schema does not name, so the
+	// free-form objects (a notification's data, the per-field messages)
+	// are exempt; so is the document itself, which TestOpenAPIServed
+	// compares byte for byte.
+	resps, err := build(config.WithFormatAssertions(), config.WithStrictMode(), config.WithStrictIgnorePaths(
+		"$.body.data.data.**",
+		"$.body.data.items[*].data.**",
+		"$.body.data.items[*].children[*].data.**",
+		"$.body.error.validationErrors.**",
+	))
+	if err != nil {
+		return nil, err
+	}
+	doc, err := build(config.WithFormatAssertions())
+	if err != nil {
+		return nil, err
+	}
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(api.OpenAPI))
+	if err != nil {
+		return nil, err
+	}
+	comp := jsonschema.NewCompiler()
+	comp.DefaultDraft(jsonschema.Draft2020)
+	comp.AssertFormat()
+	const docURL = "urn:astro:openapi"
+	if err := comp.AddResource(docURL, raw); err != nil {
+		return nil, err
+	}
+	c := &contract{requests: reqs, responses: resps, document: doc, outside: map[int]*jsonschema.Schema{}}
+	for status, name := range map[int]string{400: "BadRequest", 401: "Unauthorized", 404: "NotFoundRoute", 405: "MethodNotAllowed", 429: "TooManyRequests"} {
+		sch, err := comp.Compile(docURL + "#/components/responses/" + name + "/content/application~1json/schema")
+		if err != nil {
+			return nil, fmt.Errorf("response %s: %w", name, err)
+		}
+		c.outside[status] = sch
+	}
+	return c, nil
+}
+
+// check returns what in one exchange breaks the contract. Every response
+// is checked. A request is checked only when it succeeded and was not a
+// replay: tests send malformed requests on purpose, and the answer to
+// those (a documented 4xx) is what the contract promises about them.
+func (c *contract) check(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) []string {
+	// The request as the server reads it: routed on the decoded path (an
+	// escaped slash separates segments), a trailing slash tolerated, empty
+	// query parameters ignored, and a body without a Content-Type, or with
+	// any +json type, read as JSON.
+	rq := req.Clone(req.Context())
+	rq.URL.RawPath, rq.URL.Fragment, rq.URL.RawFragment = "", "", "" // a fragment is never sent
+	if p := rq.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+		rq.URL.Path = strings.TrimRight(p, "/")
+	}
+	q := rq.URL.Query()
+	for k, vs := range q {
+		if strings.HasPrefix(k, "$") { // the OData options are trimmed
+			for i := range vs {
+				vs[i] = strings.TrimSpace(vs[i])
+			}
+		}
+		if slices.Contains(vs, "") {
+			q.Del(k) // an empty parameter is an absent one
+		}
+	}
+	rq.URL.RawQuery = q.Encode()
+	if mt, _, _ := mime.ParseMediaType(rq.Header.Get("Content-Type")); len(reqBody) > 0 && (mt == "" || strings.HasSuffix(mt, "+json")) {
+		rq.Header.Set("Content-Type", "application/json")
+	}
+	rq.Body = io.NopCloser(bytes.NewReader(reqBody))
+	rs := *resp
+	rs.Body = io.NopCloser(bytes.NewReader(respBody))
+	rs.Request = rq
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var problems []string
+	responses := c.responses
+	if rq.URL.Path == "/openapi.json" {
+		responses = c.document
+	}
+	if ok, errs := responses.ValidateHttpResponse(rq, &rs); !ok {
+		for _, e := range errs {
+			if e.IsPathMissingError() || e.IsOperationMissingError() {
+				return c.checkOutside(resp.StatusCode, respBody)
+			}
+		}
+		problems = append(problems, "response: "+describeValidation(errs))
+	}
+	// A replay is the answer to the first request with its Idempotency-Key,
+	// checked when that one was sent; the retry itself is not executed.
+	replay := resp.Header.Get("Idempotent-Replayed") == "true"
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 && !replay {
+		rq.Body = io.NopCloser(bytes.NewReader(reqBody))
+		if ok, errs := c.requests.ValidateHttpRequestSync(rq); !ok {
+			problems = append(problems, "request: "+describeValidation(errs))
+		}
+	}
+	return problems
+}
+
+// checkOutside checks the answer to a request no operation of the
+// document takes. The server routes by pattern, not by the document, so
+// such a request may reach a neighbouring route: besides 404 (unknown path)
+// and 405 (known path, other method), it may answer 401 or 429 where that
+// route needs a token, 404 for another method on a route that shares its
+// pattern, 405 for an unknown path that fits another method's pattern, and
+// 400 where it fits an operation's pattern with a malformed id (PUT
+// /api/data/holidays/global renames the holiday "global"). Each is the
+// error envelope of its status.
+func (c *contract) checkOutside(status int, body []byte) []string {
+	sch, ok := c.outside[status]
+	if !ok {
+		return []string{fmt.Sprintf("outside the document's operations: HTTP %d, want one of %v", status, slices.Sorted(maps.Keys(c.outside)))}
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return []string{fmt.Sprintf("outside the document's operations: body is not JSON: %v", err)}
+	}
+	if err := sch.Validate(v); err != nil {
+		return []string{fmt.Sprintf("outside the document's operations: HTTP %d: %v", status, err)}
+	}
+	return nil
+}
+
+func describeValidation(errs []*liberrors.ValidationError) string {
+	const most = 5
+	var b strings.Builder
+	for i, e := range errs[:min(len(errs), most)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.Message)
+		if e.Reason != "" && e.Reason != e.Message {
+			b.WriteString(" (" + e.Reason + ")")
+		}
+		for j, f := range e.SchemaValidationErrors {
+			if j == most {
+				fmt.Fprintf(&b, " [and %d more]", len(e.SchemaValidationErrors)-most)
+				break
+			}
+			fmt.Fprintf(&b, " [%s at %s]", f.Reason, cmp.Or(f.FieldPath, f.KeywordLocation))
+		}
+	}
+	if len(errs) > most {
+		fmt.Fprintf(&b, "; and %d more", len(errs)-most)
+	}
+	return b.String()
+}
+
+// contractTransport checks every exchange of the test client against the
+// contract, and fails the test that started the service on a mismatch.
+type contractTransport struct {
+	t    testing.TB
+	c    *contract
+	next http.RoundTripper
+}
+
+func (ct *contractTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var reqBody []byte
+	if req.Body != nil {
+		var err error
+		reqBody, err = io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		// A RoundTripper must not change the caller's request: send a copy.
+		req = req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
+	resp, err := ct.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	respBody, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(respBody))
+	if problems := ct.c.check(req, reqBody, resp, respBody); len(problems) > 0 {
+		msg := fmt.Sprintf("contract: %s %s → HTTP %d breaks api/openapi.json:\n  %s\n  body: %.500s",
+			req.Method, req.URL.RequestURI(), resp.StatusCode, strings.Join(problems, "\n  "), respBody)
+		// A *testing.F must not fail from inside its fuzz target: there the
+		// breach is the request's error, which the target reports on the
+		// input's own *testing.T.
+		if _, fuzzing := ct.t.(*testing.F); fuzzing {
+			return nil, errors.New(msg)
+		}
+		ct.t.Errorf("%s", msg)
+	}
+	return resp, nil
+}
+
+// checkEventContract holds every event in the log at natsURL to its JSON
+// Schema and to the CloudEvents headers a consumer relies on. A log that
+// cannot be reached (an embedded NATS gone with its service, or one a test
+// shut down on purpose) is not checked.
+func checkEventContract(t testing.TB, natsURL string) {
+	t.Helper()
+	if natsURL == "" {
+		return
+	}
+	msgs, err := readLog(natsURL)
+	if err != nil {
+		t.Logf("event contract not checked: %v", err)
+		return
+	}
+	schemas := eventSchemas{}
+	failed := 0
+	for _, m := range msgs {
+		problems := schemas.check(m)
+		if len(problems) == 0 {
+			continue
+		}
+		if failed++; failed <= 10 {
+			t.Errorf("event contract: seq %d on %s: %s\n  data: %.300s", m.Seq, m.Subject, strings.Join(problems, "; "), m.Data)
+		}
+	}
+	if failed > 10 {
+		t.Errorf("event contract: %d events in all break it", failed)
+	}
+}
+
+// eventSchemas compiles each event schema once, by its ce-dataschema.
+type eventSchemas map[string]*jsonschema.Schema
+
+func (es eventSchemas) get(typ string, version int) (*jsonschema.Schema, error) {
+	id := natslog.DataSchema(typ, version)
+	if s, ok := es[id]; ok {
+		return s, nil
+	}
+	raw, ok := events.Schema(typ, version)
+	if !ok {
+		return nil, fmt.Errorf("no schema for %s v%d", typ, version)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource(id, doc); err != nil {
+		return nil, err
+	}
+	s, err := c.Compile(id)
+	if err != nil {
+		return nil, err
+	}
+	es[id] = s
+	return s, nil
+}
+
+// check returns what in one stored message breaks the event contract.
+func (es eventSchemas) check(m logMessage) []string {
+	var problems []string
+	h := m.Header
+	ws, agg, err := events.ParseSubject(m.Subject)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if !slices.Contains([]string{events.KindInbox, events.KindHoliday, events.KindResource}, agg.Kind) {
+		problems = append(problems, "unknown aggregate kind "+agg.Kind)
+	}
+	version, verr := strconv.Atoi(h.Get("ce-schemaversion"))
+	if verr != nil || version < 1 {
+		problems = append(problems, fmt.Sprintf("ce-schemaversion %q is not a version", h.Get("ce-schemaversion")))
+	}
+	typ := h.Get("ce-type")
+	for _, c := range []struct{ header, want string }{
+		{"ce-specversion", "1.0"},
+		{"ce-source", "/astro/workspaces/" + ws},
+		{"ce-subject", agg.Kind + "/" + agg.ID},
+		{"ce-datacontenttype", "application/json"},
+		{"ce-dataschema", natslog.DataSchema(typ, version)},
+		{"ce-workspaceid", ws},
+		{"ce-id", h.Get(nats.MsgIdHdr)}, // the id the log de-duplicates on
+	} {
+		if got := h.Get(c.header); got != c.want || got == "" {
+			problems = append(problems, fmt.Sprintf("%s %q, want %q", c.header, got, c.want))
+		}
+	}
+	for _, name := range []string{"ce-id", "ce-type", "ce-actorid"} {
+		if h.Get(name) == "" {
+			problems = append(problems, name+" missing")
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, h.Get("ce-time")); err != nil {
+		problems = append(problems, fmt.Sprintf("ce-time %q: %v", h.Get("ce-time"), err))
+	}
+	if typ == "" || verr != nil {
+		return problems
+	}
+	sch, err := es.get(typ, version)
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	data, err := jsonschema.UnmarshalJSON(bytes.NewReader(m.Data))
+	if err != nil {
+		return append(problems, "data is not JSON: "+err.Error())
+	}
+	if err := sch.Validate(data); err != nil {
+		problems = append(problems, fmt.Sprintf("data does not match %s: %v", natslog.DataSchema(typ, version), err))
+	}
+	// What every consumer in this repository does with it.
+	e, err := natslog.Decode(m.Subject, h, m.Data, m.Seq)
+	if err == nil {
+		_, err = events.Decode(e)
+	}
+	if err != nil {
+		problems = append(problems, "does not decode: "+err.Error())
+	}
+	return problems
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	s := startService(t)
+	resp, err := s.client.Get(s.base + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("HTTP %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !bytes.Equal(body, api.OpenAPI) {
+		t.Fatal("served document differs from api/openapi.json")
+	}
+	doc, err := libopenapi.NewDocument(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := doc.GetVersion(); !strings.HasPrefix(v, "3.1.") {
+		t.Fatalf("openapi %q, want 3.1.x", v)
+	}
+	model, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(doc)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if ok, verrs := v.ValidateDocument(); !ok {
+		t.Fatalf("not a valid OpenAPI 3.1 document: %s", describeValidation(verrs))
+	}
+	// Every operation names its answers, and every answer is in the
+	// envelope; a write takes an Idempotency-Key.
+	for path, item := range model.Model.Paths.PathItems.FromOldest() {
+		for method, op := range item.GetOperations().FromOldest() {
+			if op.OperationId == "" || op.Responses == nil || op.Responses.Codes.GetOrZero("200") == nil {
+				t.Errorf("%s %s: no operationId or no 200 answer", method, path)
+			}
+			if method != "get" && !slices.ContainsFunc(op.Parameters, func(p *v3.Parameter) bool { return p.Name == "Idempotency-Key" }) {
+				t.Errorf("%s %s: a write without the Idempotency-Key header", method, path)
+			}
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"astro/commands"
@@ -28,35 +29,36 @@ type UpsertResourceHandler struct {
 	now          func() time.Time
 }
 
-// Handle records the resource; an unchanged resource appends nothing.
-func (h UpsertResourceHandler) Handle(ctx context.Context, cmd UpsertResource) (commands.Result, error) {
+// Handle records the resource, and returns it as recorded (trimmed, the
+// country code upper-cased); an unchanged resource appends nothing.
+func (h UpsertResourceHandler) Handle(ctx context.Context, cmd UpsertResource) (events.ResourceUpserted, commands.Result, error) {
 	if !cmd.Caller.HasScope(ScopeResourcesWrite) {
-		return commands.Result{}, commands.Errorf(commands.EForbidden, "Changing resources needs the %s privilege.", ScopeResourcesWrite)
+		return events.ResourceUpserted{}, commands.Result{}, commands.Errorf(commands.EForbidden, "Changing resources needs the %s privilege.", ScopeResourcesWrite)
 	}
 	v := commands.Validation{}
 	if !events.ValidToken(cmd.ResourceID) {
 		v.Add("id", "The id must be 1 to 64 letters, digits, '-' or '_'.")
 	}
 	name := strings.TrimSpace(cmd.Name)
-	if n := utf8.RuneCountInString(name); !utf8.ValidString(name) || n > 200 {
-		v.Add("name", "The name must be valid text of at most 200 characters.")
+	if n := utf8.RuneCountInString(name); !utf8.ValidString(name) || n > 200 || strings.ContainsFunc(name, unicode.IsControl) {
+		v.Add("name", "The name must be text of at most 200 characters, without control characters.")
 	}
 	code := strings.ToUpper(strings.TrimSpace(cmd.CountryCode))
 	if code != "" && !h.validCountry(code) {
 		v.Add("countryCode", "The country code must be ISO 3166-1 alpha-2.")
 	}
 	if err := v.Err(); err != nil {
-		return commands.Result{}, err
+		return events.ResourceUpserted{}, commands.Result{}, err
 	}
 	want := Resource{Exists: true, Name: name, CountryCode: code, IsActive: cmd.IsActive, IsGuest: cmd.IsGuest}
+	upserted := events.ResourceUpserted{ResourceID: cmd.ResourceID, Name: name, CountryCode: code, IsActive: cmd.IsActive, IsGuest: cmd.IsGuest}
 	agg := events.Aggregate{Kind: events.KindResource, ID: cmd.ResourceID}
 	now := h.now().UTC()
-	return h.resources.Execute(ctx, events.Subject(cmd.Caller.WorkspaceID, agg), func(r *Resource) ([]events.Event, error) {
+	res, err := h.resources.Execute(ctx, events.Subject(cmd.Caller.WorkspaceID, agg), func(r *Resource) ([]events.Event, error) {
 		if *r == want {
 			return nil, nil
 		}
-		return commands.NewEvents(cmd.Caller, now, agg, events.ResourceUpserted{
-			ResourceID: cmd.ResourceID, Name: name, CountryCode: code, IsActive: cmd.IsActive, IsGuest: cmd.IsGuest,
-		})
+		return commands.NewEvents(cmd.Caller, now, agg, upserted)
 	})
+	return upserted, res, err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -81,6 +82,9 @@ func (cmd *Send) validate() error {
 		switch n := utf8.RuneCountInString(value); {
 		case !utf8.ValidString(value):
 			v.Add(field, "The text is not valid UTF-8.")
+		case strings.ContainsRune(value, 0):
+			// PostgreSQL cannot store NUL: refused here, not after the event.
+			v.Add(field, "The text must not contain NUL characters.")
 		case required && n == 0:
 			v.Add(field, "This field is required.")
 		case n > limit:
@@ -96,6 +100,8 @@ func (cmd *Send) validate() error {
 		v.Add("data", "The data is too large: at most 16 KiB.")
 	} else if d[0] != '{' || !json.Valid(d) {
 		v.Add("data", "The data must be a JSON object.")
+	} else if bytes.Contains(d, []byte(`\u0000`)) {
+		v.Add("data", "The data must not contain NUL characters (\\u0000).")
 	} else {
 		cmd.Data = d
 	}
