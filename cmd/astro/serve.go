@@ -48,6 +48,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
+		release, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		cleanup = append(cleanup, release)
 	}
 	nc, err := connectNATS(ctx, cfg, log, &cleanup)
 	if err != nil {

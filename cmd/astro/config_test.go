@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestSecondInstanceOnADataDirIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	release, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	env := map[string]string{"ASTRO_DATA_DIR": dir, "ASTRO_HTTP_ADDR": "127.0.0.1:0", "ASTRO_NATS_LISTEN": "off"}
+	err = run(context.Background(), nil, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "in use by another astro") {
+		t.Fatalf("second instance on a locked data dir: %v", err)
+	}
+	release()
+	if r, err := lockDataDir(dir); err != nil {
+		t.Fatalf("lock not released: %v", err)
+	} else {
+		r()
+	}
+}
+
+func TestConfig(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		ok   bool
+		rate float64
+	}{
+		{"defaults", nil, nil, true, 0},
+		{"external servers turn the rate limit on", map[string]string{"ASTRO_NATS_URL": "nats://x"}, nil, true, 50},
+		{"explicit rate", nil, []string{"--rate-limit", "7"}, true, 7},
+		{"rate off", map[string]string{"ASTRO_DATABASE_URL": "postgres://x"}, []string{"--rate-limit", "off"}, true, 0},
+		{"bad rate", nil, []string{"--rate-limit", "fast"}, false, 0},
+		{"short secret", map[string]string{"ASTRO_JWT_SECRET": "short"}, nil, false, 0},
+		{"bad replicas", nil, []string{"--stream-replicas", "9"}, false, 0},
+		{"bad log level", nil, []string{"--log-level", "loud"}, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := parseConfig(c.args, func(k string) string { return c.env[k] }, io.Discard)
+			if (err == nil) != c.ok {
+				t.Fatalf("err %v, want ok=%v", err, c.ok)
+			}
+			if c.ok && cfg.RateLimit != c.rate {
+				t.Fatalf("rate %v, want %v", cfg.RateLimit, c.rate)
+			}
+		})
+	}
+}
