@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -35,7 +37,10 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body)
+	// The answer depends on who asks and how, not only on what: a retry
+	// with fewer privileges or another body type is another request.
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body, mediaType, strings.Join(c.Scopes, " "))
 	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, key), request)
 	switch {
 	case errors.Is(err, idempotency.ErrMismatch):
@@ -66,7 +71,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	finish, cancelFinish := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancelFinish()
 	for wait := 50 * time.Millisecond; ; wait *= 2 {
-		if rec.status >= 500 || rec.status == http.StatusConflict {
+		if !final(rec.status) {
 			err = claim.Release(finish)
 		} else {
 			err = claim.Finish(finish, rec.status, rec.body.Bytes())
@@ -85,6 +90,19 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		s.log.Warn("idempotency record", "err", err)
 	}
 	return nil
+}
+
+// final reports whether an answer is the command's own, to be replayed: a
+// success, or a refusal of the command itself (invalid, not found,
+// unprocessable). Server failures, lost races and refusals of how it was
+// asked (privilege, size, body type) are not: a retry runs again.
+func final(status int) bool {
+	switch status {
+	case http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge,
+		http.StatusUnsupportedMediaType, http.StatusTooManyRequests:
+		return false
+	}
+	return status < 500
 }
 
 func printableASCII(s string) bool {

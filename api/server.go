@@ -233,6 +233,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return commands.Errorf(commands.EInvalid, "A JSON body is required.")
 	}
+	// Every body of this API is an object; json would take null (or a
+	// list, for a field-less target) as an empty request.
+	if bytes.TrimSpace(body)[0] != '{' {
+		return commands.Errorf(commands.EInvalid, "The body must be a JSON object.")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(dst); err != nil {
 		var typeErr *json.UnmarshalTypeError

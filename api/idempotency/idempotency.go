@@ -108,10 +108,15 @@ func Key(workspaceID, userID, key string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// RequestHash identifies a request: method, path and body.
-func RequestHash(method, path string, body []byte) string {
+// RequestHash identifies a request: method, path and body, and whatever
+// else its answer depends on (extra: the body's media type, the caller's
+// privileges).
+func RequestHash(method, path string, body []byte, extra ...string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s %s\x00", method, path)
+	for _, x := range extra {
+		fmt.Fprintf(h, "%s\x00", x)
+	}
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -204,6 +204,8 @@ func TestHolidayErrors(t *testing.T) {
 		{"create global with resources", "POST", "/api/data/holidays", valid(map[string]any{"type": "global", "countryId": nil, "resources": []string{"a"}}), nil, 400, "resources"},
 		{"create too long a span", "POST", "/api/data/holidays", valid(map[string]any{"dateTo": "2029-01-01"}), nil, 400, "dateTo"},
 		{"resource without privilege", "PUT", "/api/data/resources/r1", map[string]any{"name": "x"}, nil, 403, ""},
+		{"rename null body", "PUT", "/api/data/holidays/" + h.ID, `null`, nil, 400, ""},
+		{"create list body", "POST", "/api/data/holidays", `[]`, nil, 400, ""},
 		{"list top too large", "GET", "/api/data/holidays/global?$top=100000", nil, nil, 400, "$top"},
 	}
 	for _, c := range cases {
