@@ -170,24 +170,20 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Event, appended *[]events.Event) (raced bool, err error) {
 	for _, e := range evs {
 		last, err := s.log.Append(ctx, c.key, c.seq, []events.Event{e})
-		if errors.Is(err, ErrAlreadyAppended) {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrAlreadyAppended) {
+			if err := s.catchUp(ctx, c); err != nil {
+				s.forget(c.key)
+				return false, err
+			}
+			if errors.Is(err, ErrConflict) {
+				return true, nil
+			}
 			// This very event (ids are unique to a command, or derived from
 			// its idempotency key) is in the log: an earlier attempt of the
-			// same request got it through. It happened; read it and go on.
-			// Deciding again could never converge, since the decision would
-			// name the same id again.
-			if err := s.catchUp(ctx, c); err != nil {
-				s.forget(c.key)
-				return false, err
-			}
+			// same request got it through. It happened; having read it, go
+			// on. Deciding again could never converge, since the decision
+			// would name the same id again.
 			continue
-		}
-		if errors.Is(err, ErrConflict) {
-			if err := s.catchUp(ctx, c); err != nil {
-				s.forget(c.key)
-				return false, err
-			}
-			return true, nil
 		}
 		if err != nil {
 			// An append that failed may still have happened; the state is

@@ -62,6 +62,7 @@ type Log struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	parked jetstream.Stream
 	snaps  jetstream.KeyValue
 }
 
@@ -77,11 +78,15 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w", cfg.Stream, err)
 		}
+		parked, err := js.Stream(ctx, cfg.ParkedStream)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", cfg.ParkedStream, err)
+		}
 		snaps, err := js.KeyValue(ctx, cfg.SnapshotBucket)
 		if err != nil {
 			return nil, fmt.Errorf("bucket %s: %w", cfg.SnapshotBucket, err)
 		}
-		return &Log{cfg: cfg, nc: nc, js: js, stream: stream, snaps: snaps}, nil
+		return &Log{cfg: cfg, nc: nc, js: js, stream: stream, parked: parked, snaps: snaps}, nil
 	}
 	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.Stream,
@@ -104,14 +109,15 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	parked, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.ParkedStream,
 		Description: "Events a projector could not apply, with the reason; redriven after a fix",
-		Subjects:    []string{"astro.parked.>"},
+		Subjects:    []string{parkedPrefix + ">"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", cfg.ParkedStream, err)
 	}
 	snaps, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -124,7 +130,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create bucket %s: %w", cfg.SnapshotBucket, err)
 	}
-	return &Log{cfg: cfg, nc: nc, js: js, stream: stream, snaps: snaps}, nil
+	return &Log{cfg: cfg, nc: nc, js: js, stream: stream, parked: parked, snaps: snaps}, nil
 }
 
 // Ping asks the event stream itself, not just the connection: during a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,8 +21,11 @@ const (
 	HeaderParkedSubject = "Astro-Parked-Subject" // its subject in the event stream
 )
 
+// parkedPrefix roots the parked stream's subjects, one per projector.
+const parkedPrefix = "astro.parked."
+
 // ParkedSubject is where a projector's parked events go.
-func ParkedSubject(projector string) string { return "astro.parked." + projector }
+func ParkedSubject(projector string) string { return parkedPrefix + projector }
 
 // Parked is an event a projector could not apply, kept for a redrive.
 type Parked struct {
@@ -63,15 +67,11 @@ func (l *Log) Park(ctx context.Context, projector, subject string, h nats.Header
 // ListParked calls fn for each parked event of projector ("" for every
 // projector), oldest first.
 func (l *Log) ListParked(ctx context.Context, projector string, fn func(Parked) error) error {
-	filter := "astro.parked.>"
+	filter := parkedPrefix + ">"
 	if projector != "" {
 		filter = ParkedSubject(projector)
 	}
-	stream, err := l.js.Stream(ctx, l.cfg.ParkedStream)
-	if err != nil {
-		return fmt.Errorf("parked stream: %w", err)
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	cons, err := l.parked.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 	if err != nil {
 		return fmt.Errorf("parked stream: %w", err)
 	}
@@ -89,7 +89,7 @@ func (l *Log) ListParked(ctx context.Context, projector string, fn func(Parked) 
 		}
 		h := m.Headers()
 		seq, _ := strconv.ParseUint(h.Get(HeaderParkedSeq), 10, 64)
-		p := Parked{ParkSeq: meta.Sequence.Stream, Projector: m.Subject()[len("astro.parked."):], Seq: seq,
+		p := Parked{ParkSeq: meta.Sequence.Stream, Projector: strings.TrimPrefix(m.Subject(), parkedPrefix), Seq: seq,
 			Subject: h.Get(HeaderParkedSubject), Reason: h.Get(HeaderParkedReason), ParkedAt: meta.Timestamp, Header: h, Data: m.Data()}
 		if err := fn(p); err != nil {
 			return err
@@ -102,11 +102,7 @@ func (l *Log) ListParked(ctx context.Context, projector string, fn func(Parked) 
 
 // Unpark removes a parked event once it has been applied.
 func (l *Log) Unpark(ctx context.Context, parkSeq uint64) error {
-	stream, err := l.js.Stream(ctx, l.cfg.ParkedStream)
-	if err != nil {
-		return err
-	}
-	if err := stream.DeleteMsg(ctx, parkSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := l.parked.DeleteMsg(ctx, parkSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("unpark %d: %w", parkSeq, err)
 	}
 	return nil
