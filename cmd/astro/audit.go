@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -29,8 +28,8 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	ws := fs.String("workspace", "", "workspace id")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
-	natsURL := fs.String("nats-url", getenv("ASTRO_NATS_URL"), "NATS server; default: the running service's, else its data directory ($ASTRO_NATS_URL)")
-	dataDir := fs.String("data-dir", or(getenv("ASTRO_DATA_DIR"), ".astro"), "data directory of the embedded log ($ASTRO_DATA_DIR)")
+	client := natsClient{Role: natsserver.UserConsumer}
+	client.addFlags(fs, getenv)
 	if len(args) < 2 || args[0] != "holiday" {
 		fs.Usage()
 		return errors.New("audit: want: holiday ID")
@@ -45,7 +44,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	log, _, closeLog, err := openLog(ctx, *natsURL, *dataDir)
+	log, _, closeLog, err := openLog(ctx, client)
 	if err != nil {
 		return err
 	}
@@ -80,42 +79,17 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // openLog opens the log as a tool sees it, bound to the existing streams so
-// that nothing about them changes.
-func openLog(ctx context.Context, url, dataDir string) (*natslog.Log, *nats.Conn, func(), error) {
-	nc, closeConn, err := openLogConn(ctx, url, dataDir)
+// that nothing about them changes. As the consumer it reaches only the
+// event stream, which is all that audits and tails read.
+func openLog(ctx context.Context, client natsClient) (*natslog.Log, *nats.Conn, func(), error) {
+	nc, closeConn, err := client.connect(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	log, err := natslog.Open(ctx, nc, natslog.Config{Bind: true})
+	log, err := natslog.Open(ctx, nc, natslog.Config{Bind: true, EventsOnly: client.Role == natsserver.UserConsumer})
 	if err != nil {
 		closeConn()
 		return nil, nil, nil, err
 	}
 	return log, nc, closeConn, nil
-}
-
-// openLogConn connects to the log: the given NATS server; else the running
-// service's embedded server on its default address; else, when the service
-// is not running, the embedded store in the data directory itself.
-func openLogConn(ctx context.Context, url, dataDir string) (*nats.Conn, func(), error) {
-	if url != "" {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connect to %s: %w", url, err)
-		}
-		return nc, nc.Close, nil
-	}
-	if nc, err := nats.Connect("nats://127.0.0.1:4222", nats.Timeout(time.Second)); err == nil {
-		return nc, nc.Close, nil
-	}
-	srv, err := natsserver.Start(ctx, natsserver.Config{StoreDir: filepath.Join(dataDir, "nats"), Listen: "off"})
-	if err != nil {
-		return nil, nil, fmt.Errorf("open the log in %s: %w", dataDir, err)
-	}
-	nc, err := srv.Connect()
-	if err != nil {
-		srv.Shutdown()
-		return nil, nil, err
-	}
-	return nc, func() { nc.Close(); srv.Shutdown() }, nil
 }

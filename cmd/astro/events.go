@@ -15,6 +15,7 @@ import (
 
 	"astro/events"
 	"astro/events/natslog"
+	"astro/events/natsserver"
 	"astro/projections"
 )
 
@@ -24,15 +25,20 @@ var projectorNames = []string{"notifications", "holidays"}
 // runEvents is `astro events tail|parked|redrive`: the log as a consumer
 // and an operator see it.
 func runEvents(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	usage := "Usage: astro events tail [--type T] [--since TIME | --from-seq N] [--follow]\n       astro events parked [--projector P]\n       astro events redrive [--projector P]"
+	usage := "Usage: astro events tail [--type T] [--since TIME | --from-seq N] [--follow] [--nats-url URL]\n       astro events parked [--projector P]\n       astro events redrive [--projector P]"
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return errors.New("events: want tail, parked or redrive")
 	}
 	fs := flag.NewFlagSet("astro events "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats-url", getenv("ASTRO_NATS_URL"), "NATS server; default: the running service's, else its data directory ($ASTRO_NATS_URL)")
-	dataDir := fs.String("data-dir", or(getenv("ASTRO_DATA_DIR"), ".astro"), "data directory of the embedded log ($ASTRO_DATA_DIR)")
+	// A tail reads what a consumer may; parked events and redrives are
+	// Astro's own business.
+	client := natsClient{Role: natsserver.UserConsumer}
+	if args[0] != "tail" {
+		client.Role = natsserver.UserAstro
+	}
+	client.addFlags(fs, getenv)
 	types := fs.String("type", "", "tail: only these event types, comma-separated")
 	since := fs.String("since", "", "tail: from this RFC 3339 time")
 	fromSeq := fs.Uint64("from-seq", 0, "tail: from this stream sequence")
@@ -42,7 +48,7 @@ func runEvents(ctx context.Context, args []string, getenv func(string) string, s
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	log, nc, closeLog, err := openLog(ctx, *natsURL, *dataDir)
+	log, nc, closeLog, err := openLog(ctx, client)
 	if err != nil {
 		return err
 	}

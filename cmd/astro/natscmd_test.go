@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"astro/api/auth"
 	"astro/api/natscmd"
 )
 
@@ -17,11 +18,15 @@ func TestSendOverNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	request := func(body string) envelope {
+	svc := token(t, "svc", "w1", "notifications:send")
+	request := func(tok, body string) envelope {
 		t.Helper()
 		msg := nats.NewMsg(natscmd.SendSubject)
 		msg.Data = []byte(body)
 		msg.Header.Set("x-integration-name", "task-service")
+		if tok != "" {
+			msg.Header.Set("Authorization", "Bearer "+tok)
+		}
 		resp, err := nc.RequestMsg(msg, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -32,7 +37,7 @@ func TestSendOverNATS(t *testing.T) {
 		}
 		return env
 	}
-	env := request(`{"workspaceId":"w1","recipientId":"alice","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`)
+	env := request(svc, `{"recipientId":"alice","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`)
 	if !env.Success || env.StatusCode != "OK" {
 		t.Fatalf("send over NATS: %+v", env)
 	}
@@ -58,10 +63,11 @@ func TestSendOverNATS(t *testing.T) {
 
 	for body, field := range map[string]string{
 		`not json`: "",
-		`{"recipientId":"alice","senderId":"svc","notificationType":"t"}`:                  "workspaceId",
-		`{"workspaceId":"w1","recipientId":"a.b","senderId":"svc","notificationType":"t"}`: "recipientId",
+		`[]`:       "",
+		`{"recipientId":"alice","senderId":"svc","notificationType":"t","subject":"a\u0000b"}`: "subject",
+		`{"workspaceId":"w1","recipientId":"a.b","senderId":"svc","notificationType":"t"}`:     "recipientId",
 	} {
-		env := request(body)
+		env := request(svc, body)
 		if env.Success || !env.HasError || env.StatusCode != "BadRequest" || env.Error == nil {
 			t.Fatalf("%s: %+v", body, env)
 		}
@@ -69,4 +75,85 @@ func TestSendOverNATS(t *testing.T) {
 			t.Fatalf("%s: no validationErrors.%s", body, field)
 		}
 	}
+}
+
+// TestNATSCommandAuthorization holds commands over NATS to the rules of
+// HTTP: the token decides who sends and into which workspace.
+func TestNATSCommandAuthorization(t *testing.T) {
+	s := startService(t)
+	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const body = `{"recipientId":"victim","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`
+	cases := []struct {
+		name, authorization, body, status string
+	}{
+		{"no token", "", body, "Unauthorized"},
+		{"not a bearer token", "Basic c3ZjOnB3", body, "Unauthorized"},
+		{"bad signature", "Bearer " + token(t, "svc", "victimws", "notifications:send") + "x", body, "Unauthorized"},
+		{"expired", "Bearer " + expiredToken(t), body, "Unauthorized"},
+		{"no privilege", "Bearer " + token(t, "svc", "victimws"), body, "Forbidden"},
+		{"other workspace named", "Bearer " + token(t, "svc", "attacker", "notifications:send"),
+			`{"workspaceId":"victimws","recipientId":"victim","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`, "Forbidden"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msg := nats.NewMsg(natscmd.SendSubject)
+			msg.Data = []byte(c.body)
+			if c.authorization != "" {
+				msg.Header.Set("Authorization", c.authorization)
+			}
+			env := natsRequest(t, nc, msg)
+			if env.Success || !env.HasError || env.StatusCode != c.status || env.Error == nil || env.Error.Message == "" {
+				t.Fatalf("want %s: %+v", c.status, env)
+			}
+		})
+	}
+	if got := s.unread(token(t, "victim", "victimws")); got != 0 {
+		t.Fatalf("a refused command reached the inbox: %d unread", got)
+	}
+	if sent := s.logEvents(t, "NotificationSent"); len(sent) != 0 {
+		t.Fatalf("refused commands appended %d events", len(sent))
+	}
+
+	// The token's workspace is where it lands, and naming it is allowed.
+	// NATS keeps a header's case as written; either is read.
+	for i, body := range []string{body, `{"workspaceId":"attacker",` + body[1:]} {
+		msg := nats.NewMsg(natscmd.SendSubject)
+		msg.Data = []byte(body)
+		msg.Header[[]string{"Authorization", "authorization"}[i]] = []string{"Bearer " + token(t, "svc", "attacker", "notifications:send")}
+		if env := natsRequest(t, nc, msg); !env.Success {
+			t.Fatalf("%s: %+v", body, env)
+		}
+	}
+	for _, e := range s.logEvents(t, "NotificationSent") {
+		if e.WorkspaceID != "attacker" {
+			t.Fatalf("sent into %s", e.WorkspaceID)
+		}
+	}
+}
+
+// natsRequest sends msg and decodes the reply's envelope.
+func natsRequest(t *testing.T, nc *nats.Conn, msg *nats.Msg) envelope {
+	t.Helper()
+	resp, err := nc.RequestMsg(msg, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env envelope
+	if err := json.Unmarshal(resp.Data, &env); err != nil {
+		t.Fatalf("reply is not an envelope: %s", resp.Data)
+	}
+	return env
+}
+
+func expiredToken(t *testing.T) string {
+	t.Helper()
+	tok, err := auth.Sign([]byte(testSecret), auth.Claims{UserID: "svc", WorkspaceID: "victimws", Scopes: []string{"notifications:send"}}, time.Now().Add(-2*time.Hour), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

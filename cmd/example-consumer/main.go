@@ -4,7 +4,13 @@
 // going. Stop it and start it again: it resumes where it left off, because
 // the consumer is durable and each event is acknowledged after its effect.
 //
-//	go run ./cmd/example-consumer -since 2027-01-01T00:00:00Z
+// NATS takes no anonymous clients: connect as the consumer, with the URL
+// `astro nats-credentials --role consumer --url` prints (it holds the user
+// and password), or with -user and -password. The consumer receives replies
+// under its own inbox prefix, "_INBOX_consumer", which its permissions
+// allow, and nothing else of the account's.
+//
+//	go run ./cmd/example-consumer -nats "$(go run ./cmd/astro nats-credentials --role consumer --url)" -since 2027-01-01T00:00:00Z
 //
 // For exactly-once effects, store the event's stream sequence in the same
 // transaction as the effect, and skip events at or below the stored one:
@@ -24,21 +30,32 @@ import (
 )
 
 func main() {
-	url := flag.String("nats", "nats://127.0.0.1:4222", "NATS server (the embedded one listens here by default)")
+	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL, with user:password@ or with -user and -password ($NATS_URL)")
+	user := flag.String("user", os.Getenv("NATS_USER"), "NATS user ($NATS_USER)")
+	password := flag.String("password", os.Getenv("NATS_PASSWORD"), "NATS password ($NATS_PASSWORD)")
+	inbox := flag.String("inbox-prefix", "_INBOX_consumer", "where replies come: the prefix the user's permissions allow")
 	since := flag.String("since", "", "first run only: start at this RFC 3339 time (default: from the beginning)")
 	name := flag.String("name", "example-consumer", "durable consumer name: one per downstream service")
 	filter := flag.String("subject", "astro.events.>", "subjects to consume, e.g. astro.events.*.holiday.*")
 	flag.Parse()
-	if err := run(*url, *since, *name, *filter); err != nil {
+	if *url == "" {
+		fmt.Fprintln(os.Stderr, "example-consumer: -nats is required: the URL from `astro nats-credentials --role consumer --url`")
+		os.Exit(2)
+	}
+	opts := []nats.Option{nats.CustomInboxPrefix(*inbox)}
+	if *user != "" {
+		opts = append(opts, nats.UserInfo(*user, *password))
+	}
+	if err := run(*url, opts, *since, *name, *filter); err != nil {
 		fmt.Fprintln(os.Stderr, "example-consumer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url, since, name, filter string) error {
+func run(url string, opts []nats.Option, since, name, filter string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,12 @@
 // server (no cluster) running inside the program, storing streams under
 // StoreDir. The program talks to it over in-process connections; TCP clients
 // are accepted only when Listen says so.
+//
+// With Passwords set, nobody connects without a user and password, not even
+// in-process: Astro as UserAstro (every right), downstream consumers as
+// UserConsumer and upstream services as UserService, each with the
+// permissions of its role (see Permissions). Without them the server is
+// open to anyone who can reach it, which only tests should want.
 package natsserver
 
 import (
@@ -24,6 +30,17 @@ type Config struct {
 	// Listen is "host:port" to also accept TCP clients (port 0 picks a free
 	// one), or "" or "off" for in-process connections only.
 	Listen string
+	// SyncAlways fsyncs every append before it is acknowledged, so an
+	// acknowledged event survives a power loss of this machine. Off, the
+	// store syncs on an interval: a process crash still loses nothing (the
+	// operating system has the bytes), a power loss can lose the interval.
+	SyncAlways bool
+	// Passwords turns authentication on: one user per role with a
+	// password. Empty, anyone may connect and do anything.
+	Passwords Passwords
+	// ProtectedConsumers names Astro's own durable consumers on the event
+	// stream, which the consumer role may not touch.
+	ProtectedConsumers []string
 	// Logger receives the server's errors and warnings, and its notices at
 	// debug level; nil discards them.
 	Logger *slog.Logger
@@ -31,7 +48,8 @@ type Config struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns *server.Server
+	ns    *server.Server
+	astro string // Astro's own password, "" without authentication
 }
 
 // readyTimeout bounds the wait for the server when ctx has no earlier
@@ -53,6 +71,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		StoreDir:   cfg.StoreDir,
 		DontListen: true,
 		NoSigs:     true, // signals belong to the program, not to a library
+		SyncAlways: cfg.SyncAlways,
+	}
+	if cfg.Passwords != (Passwords{}) {
+		if cfg.Passwords.Astro == "" {
+			return nil, errors.New("natsserver: with authentication on, Astro's own password is required")
+		}
+		opts.Users = users(cfg.Passwords, cfg.ProtectedConsumers)
 	}
 	if cfg.Listen != "" && cfg.Listen != "off" {
 		host, portStr, err := net.SplitHostPort(cfg.Listen)
@@ -80,7 +105,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("natsserver: %w", err)
 	}
-	return &Server{ns: ns}, nil
+	return &Server{ns: ns, astro: cfg.Passwords.Astro}, nil
 }
 
 func waitReady(ctx context.Context, ns *server.Server) error {
@@ -98,9 +123,14 @@ func waitReady(ctx context.Context, ns *server.Server) error {
 	return nil
 }
 
-// Connect opens an in-process connection, which bypasses TCP entirely.
+// Connect opens an in-process connection, which bypasses TCP entirely, as
+// UserAstro when authentication is on.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	nc, err := nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns)}, opts...)...)
+	base := []nats.Option{nats.InProcessServer(s.ns)}
+	if s.astro != "" {
+		base = append(base, nats.UserInfo(UserAstro, s.astro))
+	}
+	nc, err := nats.Connect("", append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: connect in-process: %w", err)
 	}

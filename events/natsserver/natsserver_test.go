@@ -2,6 +2,7 @@ package natsserver
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -131,5 +132,59 @@ func TestStartErrors(t *testing.T) {
 				t.Fatal("Start succeeded")
 			}
 		})
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	pw := Passwords{Astro: "astro-pw", Consumer: "consumer-pw", Service: "service-pw"}
+	s := start(t, Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", Passwords: pw})
+	// In-process, the program is Astro, with every right.
+	nc, err := s.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	messages(t, nc, true)
+	publish(t, nc)
+
+	url := s.ClientURL()
+	cases := []struct {
+		name string
+		opts []nats.Option
+		ok   bool
+	}{
+		{"anonymous", nil, false},
+		{"unknown user", []nats.Option{nats.UserInfo("root", "astro-pw")}, false},
+		{"wrong password", []nats.Option{nats.UserInfo(UserAstro, "consumer-pw")}, false},
+		{"astro", []nats.Option{nats.UserInfo(UserAstro, "astro-pw")}, true},
+		{"consumer", []nats.Option{nats.UserInfo(UserConsumer, "consumer-pw")}, true},
+		{"service", []nats.Option{nats.UserInfo(UserService, "service-pw")}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			nc, err := nats.Connect(url, c.opts...)
+			if err == nil {
+				nc.Close()
+			}
+			if c.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !c.ok && !errors.Is(err, nats.ErrAuthorization) {
+				t.Fatalf("got %v, want an authorization violation", err)
+			}
+		})
+	}
+	t.Run("in-process without Astro's password", func(t *testing.T) {
+		if nc, err := nats.Connect("", nats.InProcessServer(s.ns)); err == nil {
+			nc.Close()
+			t.Fatal("connected")
+		}
+	})
+}
+
+func TestPasswordsNeedAstros(t *testing.T) {
+	if s, err := Start(t.Context(), Config{StoreDir: t.TempDir(), Passwords: Passwords{Consumer: "x"}}); err == nil {
+		s.Shutdown()
+		t.Fatal("started with users but none for Astro itself")
 	}
 }

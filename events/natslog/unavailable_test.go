@@ -1,0 +1,85 @@
+package natslog_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/events"
+	"astro/events/natslog"
+	"astro/events/natstest"
+)
+
+// TestAppendWithoutTheLogFailsFast: a deleted stream fails an append at
+// once, an unreachable server after RetryFor, and neither waits for the
+// caller's deadline. The caller's context here has none.
+func TestAppendWithoutTheLogFailsFast(t *testing.T) {
+	ctx := context.Background()
+	e := renamed(t, "01a20000-0000-7000-8000-000000000001", "01a20000-0000-7000-8000-0000000000aa", "a", "b")
+	subject := events.Subject(e.WorkspaceID, e.Aggregate)
+
+	t.Run("stream deleted", func(t *testing.T) {
+		l, nc := openLog(t)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := js.DeleteStream(ctx, "ASTRO_EVENTS"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(ctx, subject, 0, []events.Event{e}); !errors.Is(err, natslog.ErrStreamMissing) {
+			t.Fatalf("append: %v, want ErrStreamMissing", err)
+		}
+		if err := l.Ping(ctx); !errors.Is(err, natslog.ErrStreamMissing) {
+			t.Fatalf("ping: %v, want ErrStreamMissing", err)
+		}
+		if _, err := js.Stream(ctx, "ASTRO_EVENTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Fatalf("the stream came back: %v", err)
+		}
+	})
+
+	t.Run("server gone", func(t *testing.T) {
+		srv := natstest.Server(t)
+		nc, err := srv.Connect(nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		l, err := natslog.Open(ctx, nc, natslog.Config{RetryFor: 500 * time.Millisecond, AttemptTimeout: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Shutdown()
+		if _, err := l.Append(ctx, subject, 0, []events.Event{e}); !errors.Is(err, natslog.ErrUnreachable) {
+			t.Fatalf("append: %v, want ErrUnreachable", err)
+		}
+	})
+}
+
+// TestOpenNeverRecreatesALostStream: told that the log existed, Open
+// refuses to create it.
+func TestOpenNeverRecreatesALostStream(t *testing.T) {
+	nc := natstest.Conn(t)
+	ctx := t.Context()
+	if _, err := natslog.Open(ctx, nc, natslog.Config{MustExist: true}); !errors.Is(err, natslog.ErrStreamMissing) {
+		t.Fatalf("open: %v, want ErrStreamMissing", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(ctx, "ASTRO_EVENTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("a stream was created: %v", err)
+	}
+	// Existing, it opens as ever.
+	if _, err := natslog.Open(ctx, nc, natslog.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natslog.Open(ctx, nc, natslog.Config{MustExist: true}); err != nil {
+		t.Fatalf("open an existing log: %v", err)
+	}
+}

@@ -1,0 +1,99 @@
+package natsserver
+
+import (
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// The users of an Astro NATS server, one per kind of client. The embedded
+// server knows exactly these; deploy/nats-server.conf declares the same
+// users with the same permissions for an external server.
+const (
+	// UserAstro is Astro itself: it owns the streams, buckets and
+	// projector consumers, and answers commands. Full rights.
+	UserAstro = "astro"
+	// UserConsumer is a downstream consumer of events: it reads the event
+	// stream and runs durable consumers of its own on it, nothing else.
+	UserConsumer = "consumer"
+	// UserService is an upstream service: it sends commands and reads the
+	// replies, nothing else.
+	UserService = "service"
+)
+
+// InboxPrefix is where a restricted user receives replies, and what it
+// sets in its connection (nats.CustomInboxPrefix). A client that may
+// subscribe to the shared "_INBOX.>" would receive every reply in the
+// account (Astro's own snapshot and idempotency reads among them), so each
+// user gets replies under a prefix of its own.
+func InboxPrefix(user string) string { return "_INBOX_" + user }
+
+// Subjects the permissions are written for.
+const (
+	eventStream     = "ASTRO_EVENTS"
+	eventSubjects   = "astro.events.>"
+	commandSubjects = "astro.commands.>"
+)
+
+// Passwords holds a password per user; an empty one leaves the user out.
+type Passwords struct {
+	Astro, Consumer, Service string
+}
+
+// Permissions returns the permissions of user (nil for Astro, which has
+// every right). protected names Astro's own durable consumers on the event
+// stream, which no consumer may create, read from, acknowledge on, or
+// delete.
+func Permissions(user string, protected []string) *server.Permissions {
+	switch user {
+	case UserConsumer:
+		api := "$JS.API."
+		var deny []string
+		for _, name := range protected {
+			deny = append(deny,
+				api+"CONSUMER.*."+eventStream+"."+name,      // CREATE, INFO, DELETE, PAUSE…
+				api+"CONSUMER.*."+eventStream+"."+name+".>", // CREATE with a filter
+				api+"CONSUMER.*.*."+eventStream+"."+name,    // MSG.NEXT, DURABLE.CREATE…
+				"$JS.ACK."+eventStream+"."+name+".>",
+			)
+		}
+		return &server.Permissions{
+			Publish: &server.SubjectPermission{
+				Allow: []string{
+					api + "INFO",
+					api + "STREAM.INFO." + eventStream,
+					api + "STREAM.MSG.GET." + eventStream,
+					api + "DIRECT.GET." + eventStream,
+					api + "DIRECT.GET." + eventStream + ".>",
+					api + "CONSUMER.CREATE." + eventStream + ".>",
+					api + "CONSUMER.DURABLE.CREATE." + eventStream + ".*",
+					api + "CONSUMER.INFO." + eventStream + ".*",
+					api + "CONSUMER.DELETE." + eventStream + ".*",
+					api + "CONSUMER.MSG.NEXT." + eventStream + ".*",
+					"$JS.ACK." + eventStream + ".>",
+				},
+				Deny: deny,
+			},
+			Subscribe: &server.SubjectPermission{
+				Allow: []string{eventSubjects, InboxPrefix(UserConsumer) + ".>"},
+			},
+		}
+	case UserService:
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{commandSubjects}},
+			Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(UserService) + ".>"}},
+		}
+	}
+	return nil
+}
+
+// users builds the server's users from the passwords.
+func users(p Passwords, protected []string) []*server.User {
+	var out []*server.User
+	for _, u := range []struct{ name, password string }{
+		{UserAstro, p.Astro}, {UserConsumer, p.Consumer}, {UserService, p.Service},
+	} {
+		if u.password != "" {
+			out = append(out, &server.User{Username: u.name, Password: u.password, Permissions: Permissions(u.name, protected)})
+		}
+	}
+	return out
+}
