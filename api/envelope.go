@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -65,6 +66,8 @@ func statusOf(code string) int {
 		return http.StatusConflict
 	case commands.ETooLarge:
 		return http.StatusRequestEntityTooLarge
+	case commands.EHeaderTooLarge:
+		return http.StatusRequestHeaderFieldsTooLarge
 	case commands.EMediaType:
 		return http.StatusUnsupportedMediaType
 	case commands.EUnprocessable:
@@ -112,6 +115,18 @@ func ErrorEnvelope(err error, requestID string) (int, Envelope) {
 // writeError answers err in the envelope and logs its cause.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	reqID := w.Header().Get("X-Request-Id")
+	switch ctxErr := r.Context().Err(); {
+	case errors.Is(ctxErr, context.Canceled):
+		// net/http cancels a request's context when its client goes away:
+		// nobody reads an answer, and whatever error the cancelled work
+		// came back with is not a failure of ours.
+		log.Info("client disconnected", "method", r.Method, "path", r.URL.Path, "request_id", reqID, "err", err)
+		return
+	case errors.Is(ctxErr, context.DeadlineExceeded) && commands.ErrorCode(err) == commands.EInternal:
+		// What failed did so because the request's time was up (a query
+		// cancelled, a retry given up): a 503 to retry, not a bug.
+		err = &commands.Error{Code: commands.EUnavailable, Message: "The request took longer than its deadline; try again.", Err: err}
+	}
 	status, env := ErrorEnvelope(err, reqID)
 	lvl := slog.LevelDebug
 	if status >= 500 {
@@ -120,6 +135,12 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	log.Log(r.Context(), lvl, "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "request_id", reqID, "err", err)
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="astro"`)
+	}
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		// Whatever is down, a client that waits a moment and retries (with
+		// its Idempotency-Key) does the right thing; without the header
+		// some retry at once, or never.
+		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, env)
 }

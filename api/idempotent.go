@@ -43,12 +43,8 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body, mediaType, strings.Join(c.Scopes, " "))
 	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, key), request)
 	switch {
-	case errors.Is(err, idempotency.ErrMismatch):
-		return commands.Errorf(commands.EUnprocessable, "This Idempotency-Key was already used with a different request.")
-	case errors.Is(err, idempotency.ErrInProgress):
-		return commands.Errorf(commands.EConflict, "A request with this Idempotency-Key is still in progress; retry later.")
 	case err != nil:
-		return &commands.Error{Code: commands.EUnavailable, Message: "The service is temporarily unavailable; try again.", Err: err}
+		return IdempotencyError(err)
 	case replay != nil:
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -58,7 +54,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	}
 
 	c.IdempotencyKey = key
-	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	rec := &recorder{ResponseWriter: w}
 	// The claim must outlive the write: bound the write well inside it.
 	work, cancelWork := context.WithTimeout(r.Context(), idempotency.MaxWrite)
 	defer cancelWork()
@@ -71,15 +67,20 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	finish, cancelFinish := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancelFinish()
 	for wait := 50 * time.Millisecond; ; wait *= 2 {
-		if !final(rec.status) {
+		switch {
+		case rec.status >= 500 || rec.status == 0:
+			// The write may have happened (status 0: the client went away
+			// mid-request): keep the key to this request.
+			err = claim.Unanswered(finish)
+		case !final(rec.status):
 			err = claim.Release(finish)
-		} else {
+		default:
 			err = claim.Finish(finish, rec.status, rec.body.Bytes())
 		}
 		// A claim left pending holds the key's retries until it goes
 		// stale, so a passing failure (a leader election) is retried.
-		if err == nil || finish.Err() != nil {
-			break
+		if err == nil || errors.Is(err, idempotency.ErrFull) || finish.Err() != nil {
+			break // ErrFull: the key was given up, nothing to retry
 		}
 		select {
 		case <-finish.Done():
@@ -91,6 +92,29 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	}
 	return nil
 }
+
+// IdempotencyError is the answer to a failed Idempotency.Begin, on every
+// transport.
+func IdempotencyError(err error) error {
+	switch {
+	case errors.Is(err, idempotency.ErrMismatch):
+		return commands.Errorf(commands.EUnprocessable, "This Idempotency-Key was already used with a different request.")
+	case errors.Is(err, idempotency.ErrInProgress):
+		return commands.Errorf(commands.EConflict, "A request with this Idempotency-Key is still in progress; retry later.")
+	case errors.Is(err, idempotency.ErrFull):
+		return &commands.Error{Code: commands.EUnavailable, Message: "Too many Idempotency-Keys are remembered right now; retry later, or retry without a key.", Err: err}
+	default:
+		return &commands.Error{Code: commands.EUnavailable, Message: "The service is temporarily unavailable; try again.", Err: err}
+	}
+}
+
+// ValidIdempotencyKey reports whether key is 1 to 255 printable ASCII
+// characters.
+func ValidIdempotencyKey(key string) bool { return len(key) <= 255 && printableASCII(key) }
+
+// Replayable reports whether an answer with status is kept for replay
+// under its Idempotency-Key (see final).
+func Replayable(status int) bool { return final(status) }
 
 // final reports whether an answer is the command's own, to be replayed: a
 // success, or a refusal of the command itself (invalid, not found,
@@ -130,6 +154,9 @@ func (r *recorder) WriteHeader(status int) {
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
 	r.body.Write(b)
 	return r.ResponseWriter.Write(b)
 }

@@ -14,6 +14,7 @@ const (
 	EMethod         = "method"        // the route exists with another method
 	EConflict       = "conflict"      // the aggregate kept changing under the command
 	ETooLarge       = "too_large"     // body over the limit
+	EHeaderTooLarge = "headers_large" // URL and headers over the limit
 	EMediaType      = "media_type"    // body is not JSON
 	EUnprocessable  = "unprocessable" // well-formed but cannot be applied
 	ETooManyRequest = "too_many"      // rate limited

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -69,6 +70,16 @@ type Holidays struct {
 	db                        *sqlx.DB
 	get                       *sqlx.Stmt
 	global, country, resource listQuery
+	listTimeout               time.Duration
+}
+
+// HolidaysConfig tunes the holiday queries.
+type HolidaysConfig struct {
+	// ListTimeout is PostgreSQL's statement_timeout for one list; default
+	// 10 s. A list whose $filter and $orderby make it expand and sort every
+	// day of every holiday is stopped there, and answers 503, rather than
+	// hold a connection for the whole request's time.
+	ListTimeout time.Duration
 }
 
 // listQuery is one of the holiday lists: a subquery x with a row per day,
@@ -79,6 +90,11 @@ type listQuery struct {
 	columns string // the select list over x, in the DTO's field order
 	order   string // the default order, which is also unique per row
 	schema  odata.Schema
+	// upTo, when set, is from cut to the first days that hold n rows (in
+	// the default order, which starts with the day): a page without
+	// $filter or $orderby then expands only the days it can reach, not
+	// every day of every holiday.
+	upTo func(n int) string
 }
 
 // days expands a holiday h into one row per day, date_from to date_to
@@ -87,7 +103,11 @@ type listQuery struct {
 const days = `CROSS JOIN LATERAL generate_series(0, h.date_to - h.date_from) AS n`
 
 // NewHolidays prepares the statements.
-func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
+func NewHolidays(ctx context.Context, db *sqlx.DB, config ...HolidaysConfig) (*Holidays, error) {
+	listTimeout := 10 * time.Second
+	if len(config) > 0 && config[0].ListTimeout > 0 {
+		listTimeout = config[0].ListTimeout
+	}
 	// The scope of global and country holidays is worked out at query time
 	// from the resources as they are now, as the API promises. Resource ids
 	// are opaque, so they sort as bytes (COLLATE "C"): the same order
@@ -124,8 +144,9 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 		return s
 	}
 	return &Holidays{
-		db:  db,
-		get: get,
+		db:          db,
+		get:         get,
+		listTimeout: listTimeout,
 		global: listQuery{
 			name: "global holidays",
 			from: `SELECT h.id, h.date_from + n AS day FROM holidays h ` + days + `
@@ -158,15 +179,10 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 			// once; UNION keeps (id, day, resource) unique.
 			from: `SELECT h.id, h.date_from + n AS day, s.resource_id COLLATE "C" AS resource_id
 				FROM holidays h
-				CROSS JOIN LATERAL (
-					SELECT u.id FROM unnest(h.resource_ids) AS u (id) WHERE h.type = 'people'
-					UNION
-					SELECT r.id FROM resources r
-					WHERE r.workspace_id = h.workspace_id AND r.is_active AND NOT r.is_guest
-					  AND (h.type = 'global' OR h.type = 'country' AND r.country_code = ANY(h.country_ids))
-				) AS s (resource_id)
+				CROSS JOIN LATERAL (` + resourceScope("h") + `) AS s (resource_id)
 				` + days + `
 				WHERE h.workspace_id = $1`,
+			upTo:    resourcesUpTo,
 			columns: `x.id, to_char(x.day, 'YYYY-MM-DD'), x.resource_id`,
 			order:   `x.day ASC, x.id ASC, x.resource_id ASC`,
 			schema: with(odata.Schema{
@@ -174,6 +190,45 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 			}),
 		},
 	}, nil
+}
+
+// resourceScope selects the resources of holiday alias h: its own for a
+// people holiday, the active non-guest ones of its workspace (and
+// countries) for the others.
+func resourceScope(h string) string {
+	return strings.ReplaceAll(`SELECT u.id FROM unnest(h.resource_ids) AS u (id) WHERE h.type = 'people'
+					UNION
+					SELECT r.id FROM resources r
+					WHERE r.workspace_id = h.workspace_id AND r.is_active AND NOT r.is_guest
+					  AND (h.type = 'global' OR h.type = 'country' AND r.country_code = ANY(h.country_ids))`, "h.", h+".")
+}
+
+// resourcesUpTo is the resource list's rows of the days up to the first
+// day by which n rows exist. Each holiday's scope is counted (its size,
+// not its rows), the counts summed per day and then running by day; the
+// expansion stops at the day where the running sum reaches n. Twenty
+// holidays of 1,000 resources over 366 days are 7,320 day counts instead
+// of 7.3 million rows; a page then expands the few days it shows. The
+// counts are exact (the same scope), so the cut never drops a row the
+// page needs; 'infinity' (fewer than n rows in all) cuts nothing.
+func resourcesUpTo(n int) string {
+	return `SELECT h.id, h.date_from + n AS day, s.resource_id COLLATE "C" AS resource_id
+				FROM holidays h
+				CROSS JOIN (
+					SELECT COALESCE(min(day), 'infinity'::date) AS day FROM (
+						SELECT day, sum(n) OVER (ORDER BY day) AS running FROM (
+							SELECT h2.date_from + g AS day, sum(sz.n) AS n
+							FROM holidays h2
+							CROSS JOIN LATERAL (SELECT count(*) AS n FROM (` + resourceScope("h2") + `) AS sc) AS sz
+							CROSS JOIN LATERAL generate_series(0, h2.date_to - h2.date_from) AS g
+							WHERE h2.workspace_id = $1
+							GROUP BY 1
+						) AS per_day
+					) AS r WHERE running >= ` + strconv.Itoa(n) + `
+				) AS cutoff
+				CROSS JOIN LATERAL (` + resourceScope("h") + `) AS s (resource_id)
+				CROSS JOIN LATERAL generate_series(0, LEAST(h.date_to, cutoff.day) - h.date_from) AS n
+				WHERE h.workspace_id = $1 AND h.date_from <= cutoff.day`
 }
 
 // countryValues is a VALUES list of every country code and name. The names
@@ -226,9 +281,22 @@ func (q *Holidays) Get(ctx context.Context, workspaceID, id string) (HolidayDeta
 	return h, nil
 }
 
+// PeopleResourceDays is how many resource-days the workspace's people
+// holidays hold: each resource of each, each day (commands' workspace
+// budget).
+func (q *Holidays) PeopleResourceDays(ctx context.Context, workspaceID string) (int64, error) {
+	var n int64
+	err := q.db.QueryRowContext(ctx, `SELECT COALESCE(sum(cardinality(resource_ids)::bigint * (date_to - date_from + 1)), 0)
+		FROM holidays WHERE workspace_id = $1 AND type = 'people' AND date_from IS NOT NULL AND date_to IS NOT NULL`, workspaceID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count resource-days of %s: %w", workspaceID, err)
+	}
+	return n, nil
+}
+
 // Global lists the days of the workspace's global holidays.
 func (q *Holidays) Global(ctx context.Context, workspaceID string, o ListOptions) ([]GlobalHolidayDto, error) {
-	return list(ctx, q.db, q.global, workspaceID, o, func(d *GlobalHolidayDto) []any {
+	return list(ctx, q, q.global, workspaceID, o, func(d *GlobalHolidayDto) []any {
 		return []any{&d.ID, &d.Date}
 	})
 }
@@ -236,7 +304,7 @@ func (q *Holidays) Global(ctx context.Context, workspaceID string, o ListOptions
 // Country lists the days of the workspace's country holidays, one row per
 // day and country.
 func (q *Holidays) Country(ctx context.Context, workspaceID string, o ListOptions) ([]CountryHolidayDto, error) {
-	return list(ctx, q.db, q.country, workspaceID, o, func(d *CountryHolidayDto) []any {
+	return list(ctx, q, q.country, workspaceID, o, func(d *CountryHolidayDto) []any {
 		return []any{&d.ID, &d.Date, &d.CountryID, &d.CountryName}
 	})
 }
@@ -244,7 +312,7 @@ func (q *Holidays) Country(ctx context.Context, workspaceID string, o ListOption
 // Resource lists the days off of the workspace's resources, one row per day
 // and resource in the scope of a holiday of any type.
 func (q *Holidays) Resource(ctx context.Context, workspaceID string, o ListOptions) ([]ResourceHolidayDto, error) {
-	return list(ctx, q.db, q.resource, workspaceID, o, func(d *ResourceHolidayDto) []any {
+	return list(ctx, q, q.resource, workspaceID, o, func(d *ResourceHolidayDto) []any {
 		return []any{&d.ID, &d.Date, &d.ResourceID}
 	})
 }
@@ -252,14 +320,24 @@ func (q *Holidays) Resource(ctx context.Context, workspaceID string, o ListOptio
 // list runs l with the options o. The WHERE and ORDER BY vary with the
 // options, so it cannot be one prepared statement; the user's values still
 // reach PostgreSQL only as bind parameters.
-func list[T any](ctx context.Context, db *sqlx.DB, l listQuery, workspaceID string, o ListOptions, dest func(*T) []any) ([]T, error) {
+func list[T any](ctx context.Context, q *Holidays, l listQuery, workspaceID string, o ListOptions, dest func(*T) []any) ([]T, error) {
 	query, args, err := l.build(workspaceID, o)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, query, args...)
+	// statement_timeout is set for this transaction only (SET LOCAL), so
+	// the pool's connections keep the default for everything else.
+	tx, err := q.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", l.name, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+	if _, err := tx.ExecContext(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(q.listTimeout.Milliseconds(), 10)); err != nil {
+		return nil, fmt.Errorf("list %s: %w", l.name, err)
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, q.listError(ctx, l, err)
 	}
 	defer rows.Close()
 	out := make([]T, 0, 16)
@@ -271,9 +349,20 @@ func list[T any](ctx context.Context, db *sqlx.DB, l listQuery, workspaceID stri
 		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list %s: %w", l.name, err)
+		return nil, q.listError(ctx, l, err)
 	}
 	return out, nil
+}
+
+// listError tells a list stopped by its statement_timeout (a 503 the
+// client can act on) from a failure.
+func (q *Holidays) listError(ctx context.Context, l listQuery, err error) error {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "57014" && ctx.Err() == nil { // query_canceled, not by ctx
+		return &commands.Error{Code: commands.EUnavailable, Err: err,
+			Message: fmt.Sprintf("The list took longer than %v; narrow it with $filter, or try again later.", q.listTimeout)}
+	}
+	return fmt.Errorf("list %s: %w", l.name, err)
 }
 
 // build turns the options into SQL; a bad option is a commands.EInvalid
@@ -288,8 +377,12 @@ func (l listQuery) build(workspaceID string, o ListOptions) (string, []any, erro
 		}
 		return "", nil, fmt.Errorf("list %s: %w", l.name, err)
 	}
+	from := l.from
+	if l.upTo != nil && q.Where == "" && q.OrderBy == "" {
+		from = l.upTo(q.Top + q.Skip)
+	}
 	var b strings.Builder
-	b.WriteString("SELECT " + l.columns + " FROM (" + l.from + ") AS x")
+	b.WriteString("SELECT " + l.columns + " FROM (" + from + ") AS x")
 	if q.Where != "" {
 		b.WriteString(" WHERE " + q.Where)
 	}

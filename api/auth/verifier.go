@@ -3,6 +3,8 @@ package auth
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,6 +116,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 		reason := v.reason(tok, &wc, err)
 		v.log.DebugContext(ctx, "auth: token refused", "reason", reason, "err", err)
 		return Claims{}, unauthorized(reason, err)
+	}
+	if err := numericTimes(token); err != nil {
+		return Claims{}, unauthorized(reasonBadClaims, err)
 	}
 	switch {
 	case wc.Subject == "":
@@ -230,6 +235,35 @@ func checkSyntax(s string) error {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
 		default:
 			return unauthorized(reasonMalformed, nil)
+		}
+	}
+	return nil
+}
+
+// numericTimes refuses a token whose exp, nbf or iat is not a JSON number
+// (RFC 7519 §2, NumericDate). The JWT library also reads a string holding
+// a number, so "exp":"9999999999" would pass; one claim, one spelling.
+// Called after the signature is verified, so the payload is well formed.
+func numericTimes(token string) error {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return errors.New("not a compact JWS")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	var claims map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		raw, ok := claims[name]
+		if !ok {
+			continue
+		}
+		if raw = bytes.TrimSpace(raw); len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+			return fmt.Errorf("claim %s is not a number: %.40s", name, raw)
 		}
 	}
 	return nil

@@ -8,7 +8,9 @@
 // racing retries never both execute; the answer replaces the claim when it
 // is known. A claim whose owner died (its process was killed) is taken over
 // once it is older than the claim timeout (15 s; writes under a claim are
-// bounded to 10 s). The commands layer also derives
+// bounded to 10 s). The bucket is bounded (Config.MaxBytes): when it is
+// full, Begin answers ErrFull and nothing executes under a key until
+// records expire; writes without a key are not affected. The commands layer also derives
 // event ids from the key, so even a takeover that re-executes appends
 // nothing twice.
 package idempotency
@@ -20,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,7 +36,12 @@ type Config struct {
 	// process died); it must exceed MaxWrite. Default 15s.
 	ClaimTimeout time.Duration
 	Replicas     int
-	Now          func() time.Time
+	// MaxBytes bounds the bucket; default 1 GiB. A record is the answer's
+	// body plus about 200 bytes, so the default holds some million sends'
+	// answers: at the default rate limit (50/s) a single caller needs hours
+	// of keyed writes to fill it.
+	MaxBytes int64
+	Now      func() time.Time
 }
 
 // Store keeps idempotency records.
@@ -59,6 +67,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 1 << 30
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "Idempotency-Key records of writes",
@@ -66,6 +77,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
+		MaxBytes:    cfg.MaxBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create bucket %s: %w", cfg.Bucket, err)
@@ -84,6 +96,10 @@ type Record struct {
 	ClaimedAt time.Time `json:"claimedAt"` // when the claim was made
 	Status    int       `json:"status,omitempty"`
 	Body      []byte    `json:"body,omitempty"`
+
+	// Unanswered: the request failed in a way that may have left it done
+	// (a 5xx): a retry of it executes again, another request is refused.
+	Unanswered bool `json:"unanswered,omitempty"`
 }
 
 var (
@@ -91,6 +107,9 @@ var (
 	ErrMismatch = errors.New("idempotency key reused with another request")
 	// ErrInProgress: the first request with this key has not finished.
 	ErrInProgress = errors.New("a request with this idempotency key is in progress")
+	// ErrFull: the bucket reached its MaxBytes; no new key is taken until
+	// records expire.
+	ErrFull = errors.New("idempotency records are at their size limit")
 )
 
 // Claim is the right to execute a request once.
@@ -133,6 +152,9 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 		if err == nil {
 			return &Claim{store: s, key: key, rev: rev, rec: rec}, nil, nil
 		}
+		if full(err) {
+			return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
+		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, nil, fmt.Errorf("claim idempotency key: %w", err)
 		}
@@ -150,6 +172,17 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 		switch {
 		case found.Request != request:
 			return nil, nil, ErrMismatch
+		case found.Unanswered:
+			// The same request again, after a failure: execute it again,
+			// taking the record over atomically.
+			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
+			if err == nil {
+				return &Claim{store: s, key: key, rev: rev, rec: rec}, nil, nil
+			}
+			if full(err) {
+				return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
+			}
+			continue // someone else took over first
 		case !found.Pending:
 			return nil, &found, nil
 		case s.cfg.Now().Sub(found.ClaimedAt) > s.cfg.ClaimTimeout:
@@ -173,7 +206,45 @@ func (c *Claim) Finish(ctx context.Context, status int, body []byte) error {
 	c.rec.Pending, c.rec.Status, c.rec.Body = false, status, body
 	val, _ := json.Marshal(c.rec)
 	if _, err := c.store.kv.Update(ctx, c.key, val, c.rev); err != nil {
+		if full(err) {
+			// No room for the answer: give the key up rather than leave a
+			// claim that holds its retries until it goes stale. A retry
+			// then executes again, which the event ids derived from the
+			// key keep from appending twice.
+			if rerr := c.Release(ctx); rerr != nil {
+				return fmt.Errorf("record idempotent answer: %w (%v); release: %v", ErrFull, err, rerr)
+			}
+			return fmt.Errorf("record idempotent answer: %w (%v)", ErrFull, err)
+		}
 		return fmt.Errorf("record idempotent answer: %w", err)
+	}
+	return nil
+}
+
+// full reports a write refused because the bucket is at MaxBytes: the
+// server's "maximum bytes exceeded" on a DiscardNew stream, for which the
+// client has no sentinel of its own.
+func full(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "maximum bytes exceeded")
+}
+
+// Unanswered keeps the key bound to its request without an answer, after
+// a failure that may have left the request done (a timeout after the
+// append): a retry of the same request executes again (and the event ids
+// derived from the key keep it from appending twice), while another
+// request under the key is refused, so it can never be answered with what
+// the first one did.
+func (c *Claim) Unanswered(ctx context.Context) error {
+	c.rec.Pending, c.rec.Unanswered = false, true
+	val, _ := json.Marshal(c.rec)
+	if _, err := c.store.kv.Update(ctx, c.key, val, c.rev); err != nil {
+		if full(err) {
+			if rerr := c.Release(ctx); rerr != nil {
+				return fmt.Errorf("record idempotent failure: %w (%v); release: %v", ErrFull, err, rerr)
+			}
+			return fmt.Errorf("record idempotent failure: %w (%v)", ErrFull, err)
+		}
+		return fmt.Errorf("record idempotent failure: %w", err)
 	}
 	return nil
 }

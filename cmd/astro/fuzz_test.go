@@ -29,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"astro/api"
 	"astro/api/auth"
 )
@@ -168,8 +170,8 @@ func (x *fuzzFixture) expand(s string) string {
 		return s
 	}
 	return strings.NewReplacer(
-		"{H1}", x.holidayW1, "{H1U}", strings.ToUpper(x.holidayW1), "{H2}", x.holidayW2,
-		"{N1}", x.notifAlice, "{N2}", x.notifBob,
+		"{H1U}", strings.ToUpper(x.holidayW1), "{H1}", x.holidayW1, "{H2}", x.holidayW2,
+		"{N1U}", strings.ToUpper(x.notifAlice), "{N1}", x.notifAlice, "{N2}", x.notifBob,
 	).Replace(s)
 }
 
@@ -281,6 +283,17 @@ func FuzzRequestBody(f *testing.F) {
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"k":"\u0000"}}`},
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"\ud800"}`},
 		{0, jsonCT, `{"recipientId":"../bob","senderId":"bob","notificationType":"t"}`},
+		// What the read model refuses (issue 14): refused at the door.
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":"\ud800"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":"\udc00\ud800"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1e999999}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1e-16384}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1.7976931348623157e308,"y":1e-400}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1,"x":2}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"\ud83d\ude00":"\ud83d\ude00"}}`},
+		{0, jsonCT, "{\"recipientId\":\"alice\",\"senderId\":\"bob\",\"notificationType\":\"t\",\"subject\":\"a\xffb\"}"},
+		{0, jsonCT, "{\"recipientId\":\"alice\",\"senderId\":\"bob\",\"notificationType\":\"t\",\"message\":\"\xed\xa0\x80\"}"},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","subject":"a","subject":"b"}`},
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t"} {}`},
 		{0, jsonCT, `{"recipientId":1}`},
 		{0, "application/vnd.api+json; charset=utf-8", `{}`},
@@ -306,6 +319,11 @@ func FuzzRequestBody(f *testing.F) {
 		{2, jsonCT, `{"reason":"a\u0000b"}`},
 		{2, jsonCT, `{"reason":"` + strings.Repeat("é", 201) + `"}`},
 		{2, jsonCT, `{"reason":null}`},
+		{2, jsonCT, `{"reason":"Team \u202eyad fo ffo"}`},
+		{2, jsonCT, `{"reason":"\u2066isolated\u2069"}`},
+		{2, jsonCT, `{"reason":"\ud800"}`},
+		{2, jsonCT, `{"reason":"A","reason":"B"}`},
+		{1, jsonCT, `{"reason":"Fête \u202e","type":"global","dateFrom":"2028-01-01","dateTo":"2028-01-01"}`},
 		{2, jsonCT, `{}`},
 		{2, jsonCT, `null`},
 		{2, jsonCT, `"reason"`},
@@ -419,6 +437,7 @@ func FuzzPathID(f *testing.F) {
 	unknown := "0193a6a2-7c5e-7000-8000-000000000000"
 	ids := []string{
 		"{H1}", "{H2}", "{N1}", "{N2}", unknown, "{H1U}", "{H1}/history", "{N1}/markread",
+		"{H1U}/history", "{N1U}", "{N1U}/markread", strings.ToUpper(unknown),
 		"global", "country", "resource", "unreadcount", "count", "markallread", "history",
 		"", ".", "..", "%", "%00", "%2F", "a/b", "a b", "?", "#", "\x00", "\xff", "é", "r-gb",
 		strings.Repeat("a", 65), strings.Repeat("9", 4000),
@@ -432,7 +451,7 @@ func FuzzPathID(f *testing.F) {
 		f.Add(uint8(i), id, i%2 == 0, i%3 == 0)
 	}
 	for pos := range positions {
-		for _, id := range []string{"{H1}", "{H2}", "{N1}"} {
+		for _, id := range []string{"{H1}", "{H2}", "{N1}", "{H1U}"} {
 			f.Add(uint8(pos), id, false, false)
 			f.Add(uint8(pos), id, false, true)
 		}
@@ -545,6 +564,7 @@ func FuzzQuery(f *testing.F) {
 		{pGlobal, "", qTop, "0"}, {pGlobal, "", qTop, "-1"}, {pGlobal, "", qTop, "99999999999999999999"}, {pGlobal, "", qTop, "1e3"},
 		{pGlobal, "", qSkip, "9223372036854775807"}, {pGlobal, "", qSkip, "-5"}, {pGlobal, "$top=2147483647", qSkip, "2147483647"},
 		{pHoliday, "", qAsOf, "2100-01-01T00:00:00Z"}, {pHoliday, "", qAsOf, "0001-01-01T00:00:00Z"},
+		{pResource, "", qTop, "10"}, {pResource, "$top=10", qSkip, "100000"}, {pResource, "$orderby=date desc", qSkip, "2147483647"},
 		{pHoliday, "", qAsOf, "9999-12-31T23:59:59.999999999+14:00"}, {pHoliday, "", qAsOf, "2027-01-01"},
 		{pHoliday, "", qAsOf, "2027-01-01T00:00:00-23:59"}, {pHoliday, "", qAsOf, "0000-01-01T00:00:00Z"},
 		{pForeign, "", qAsOf, "2100-01-01T00:00:00Z"}, {pForeign, "", qFilter, "1 eq 1"},
@@ -617,6 +637,7 @@ func FuzzHeaders(f *testing.F) {
 		{"Basic YWxpY2U6cHc=", "", "", "", ""},
 		{"Bearer " + x.alice + "\u00a0", "", "", "", ""},
 		{"Bearer " + strings.Repeat("a", 17<<10), "", "", "", ""},
+		{"", "application/json", strings.Repeat("i", 7<<10), strings.Repeat("r", 7<<10), strings.Repeat("k", 7<<10)},
 		{"Bearer a.b.c", "", "", "", ""},
 		{"Bearer ..", "", "", "", ""},
 		{"Bearer " + x.mallory, "", "", "", ""},
@@ -692,10 +713,14 @@ func FuzzToken(f *testing.F) {
 	expired, _ := signWith(testSecret, "alice", "w1", time.Now().Add(-2*time.Hour), time.Hour)
 	future, _ := signWith(testSecret, "alice", "w1", time.Now().Add(time.Hour), time.Hour)
 	wrongKey, _ := signWith("another-secret-another-secret-another-secret", "alice", "w1", time.Now(), time.Hour)
+	// Time claims as strings holding numbers (issue 14): RFC 7519 wants numbers.
+	stringExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "workspace_id": "w1", "exp": "9999999999"}).SignedString([]byte(testSecret))
+	stringNbf, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "workspace_id": "w1", "exp": 9999999999, "nbf": "1"}).SignedString([]byte(testSecret))
 	parts := strings.Split(x.alice, ".")
 	for _, tok := range []string{
 		"", "garbage", "a.b.c", "..", "...", expired, future, wrongKey,
 		"eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiJhbGljZSIsIndvcmtzcGFjZV9pZCI6IncxIiwiZXhwIjo5OTk5OTk5OTk5fQ.",
+		stringExp, stringNbf,
 		parts[0] + "." + parts[1] + ".",
 		parts[0] + "." + parts[1],
 		parts[0] + "." + parts[1] + "." + parts[2] + "=",

@@ -35,27 +35,38 @@ type CreateHandler struct {
 	holidays     *HolidayStore
 	validCountry func(string) bool
 	now          func() time.Time
+	// budget, when set, bounds a workspace's people holidays (see
+	// LimitWorkspaces).
+	budget          WorkspaceBudget
+	maxResourceDays int64
 }
 
-// Handle validates and creates the holiday; it returns the new id.
-func (h CreateHandler) Handle(ctx context.Context, cmd Create) (string, commands.Result, error) {
+// Handle validates and creates the holiday; it returns the new id and the
+// holiday as created.
+func (h CreateHandler) Handle(ctx context.Context, cmd Create) (string, Holiday, commands.Result, error) {
 	created, err := cmd.validate(h.validCountry)
 	if err != nil {
-		return "", commands.Result{}, err
+		return "", Holiday{}, commands.Result{}, err
 	}
 	now := h.now().UTC()
 	created.HolidayID = events.NewID(now)
 	if cmd.Caller.IdempotencyKey != "" {
 		created.HolidayID = events.NameID(cmd.Caller.WorkspaceID, cmd.Caller.UserID, cmd.Caller.IdempotencyKey, "holiday")
 	}
-	agg := holidayAggregate(created.HolidayID)
-	res, err := h.holidays.Execute(ctx, events.Subject(cmd.Caller.WorkspaceID, agg), func(hol *Holiday) ([]events.Event, error) {
+	var state Holiday
+	res, err := commands.Run(ctx, h.holidays, cmd.Caller, holidayAggregate(created.HolidayID), now, func(hol *Holiday) ([]events.Payload, error) {
 		if hol.Created {
+			state = *hol
 			return nil, nil // the same idempotent request, already done
 		}
-		return commands.NewEvents(cmd.Caller, now, agg, created)
+		if err := h.withinBudget(ctx, cmd.Caller.WorkspaceID, created); err != nil {
+			return nil, err
+		}
+		state = Holiday{Created: true, Reason: created.Reason, Type: created.Type, DateFrom: created.DateFrom, DateTo: created.DateTo,
+			CountryIDs: created.CountryIDs, ResourceIDs: created.ResourceIDs}
+		return []events.Payload{created}, nil
 	})
-	return created.HolidayID, res, err
+	return created.HolidayID, state, res, err
 }
 
 func (cmd Create) validate(validCountry func(string) bool) (events.HolidayCreated, error) {

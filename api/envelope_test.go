@@ -1,0 +1,58 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWriteErrorOfAnEndedRequest: a client that went away is logged as
+// such, not as a failure with status 500; a request past its deadline
+// answers 503 with Retry-After, whatever error the cancelled work returned.
+func TestWriteErrorOfAnEndedRequest(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	cause := errors.New("pq: canceling statement due to user request")
+	cases := []struct {
+		name        string
+		ctx         context.Context
+		status      int
+		logs, logs2 string // what the log line must and must not hold
+	}{
+		{"client gone", cancelled, 0, "client disconnected", "status=500"},
+		{"deadline passed", expired, 503, "status=503", "status=500"},
+		{"plain failure", context.Background(), 500, "status=500", "client disconnected"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var logged bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest("GET", "/api/data/holidays/resource", nil).WithContext(c.ctx)
+			writeError(w, r, log, cause)
+			if !strings.Contains(logged.String(), c.logs) || strings.Contains(logged.String(), c.logs2) {
+				t.Errorf("logged %q, want %q and not %q", logged.String(), c.logs, c.logs2)
+			}
+			if c.status == 0 {
+				if w.Body.Len() != 0 {
+					t.Errorf("answered a gone client: %s", w.Body)
+				}
+				return
+			}
+			if w.Code != c.status {
+				t.Errorf("HTTP %d, want %d: %s", w.Code, c.status, w.Body)
+			}
+			if c.status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+		})
+	}
+}

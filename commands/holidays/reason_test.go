@@ -1,0 +1,29 @@
+package holidays
+
+import (
+	"fmt"
+	"testing"
+
+	"astro/commands"
+)
+
+// TestReasonRefusesBidiControls: a reason could hold U+202E and make a
+// calendar label read other than what it says.
+func TestReasonRefusesBidiControls(t *testing.T) {
+	for _, c := range []rune{0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069} {
+		reason := fmt.Sprintf("Team %cyad fo ffo", c)
+		v := commands.Validation{}
+		cleanReason(v, &reason)
+		if len(v["reason"]) == 0 {
+			t.Errorf("U+%04X accepted in a reason", c)
+		}
+	}
+	// Right-to-left text itself, and the implicit marks, are fine.
+	for _, reason := range []string{"يوم العمال", "חג פסח", "Eid \u200fal-Fitr\u200e"} {
+		v := commands.Validation{}
+		cleanReason(v, &reason)
+		if len(v) != 0 {
+			t.Errorf("%q refused: %v", reason, v)
+		}
+	}
+}
