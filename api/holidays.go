@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -85,17 +86,28 @@ func (s *Server) holidayRoutes() {
 	rt.GET(base+"/:id", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		q := r.URL.Query()
 		opts := query.ListOptions{Filter: q.Get("$filter"), OrderBy: q.Get("$orderby"), Top: q.Get("$top"), Skip: q.Get("$skip")}
+		id := p.ByName("id")
+		if id != "global" && id != "country" && id != "resource" {
+			data, err := s.getHoliday(w, r, c, id)
+			if err != nil {
+				return err
+			}
+			writeOK(w, data)
+			return nil
+		}
+		// The lists show every holiday of the workspace, and resources.
+		if err := s.fresh(w, r, s.cfg.HolidaysProjected, workspaceSubjects(c, events.KindHoliday), workspaceSubjects(c, events.KindResource)); err != nil {
+			return err
+		}
 		var data any
 		var err error
-		switch id := p.ByName("id"); id {
+		switch id {
 		case "global":
 			data, err = s.cfg.HolidayQueries.Global(r.Context(), c.WorkspaceID, opts)
 		case "country":
 			data, err = s.cfg.HolidayQueries.Country(r.Context(), c.WorkspaceID, opts)
 		case "resource":
 			data, err = s.cfg.HolidayQueries.Resource(r.Context(), c.WorkspaceID, opts)
-		default:
-			data, err = s.getHoliday(r, c, id)
 		}
 		if err != nil {
 			return err
@@ -118,7 +130,7 @@ func (s *Server) holidayRoutes() {
 	rt.PUT("/api/data/resources/:id", s.authed(s.upsertResource))
 }
 
-func (s *Server) getHoliday(r *http.Request, c commands.Caller, id string) (any, error) {
+func (s *Server) getHoliday(w http.ResponseWriter, r *http.Request, c commands.Caller, id string) (any, error) {
 	if !validGUID(id) {
 		return nil, commands.Invalid(map[string][]string{"id": {"The id must be a GUID."}})
 	}
@@ -129,6 +141,10 @@ func (s *Server) getHoliday(r *http.Request, c commands.Caller, id string) (any,
 		}
 		return s.cfg.HolidayHistory.AsOf(r.Context(), c.WorkspaceID, id, at)
 	}
+	holiday := events.Subject(c.WorkspaceID, events.Aggregate{Kind: events.KindHoliday, ID: strings.ToLower(id)})
+	if err := s.fresh(w, r, s.cfg.HolidaysProjected, holiday, workspaceSubjects(c, events.KindResource)); err != nil {
+		return nil, err
+	}
 	return s.cfg.HolidayQueries.Get(r.Context(), c.WorkspaceID, id)
 }
 
@@ -137,14 +153,20 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	id, res, err := s.cfg.Holidays.Create.Handle(r.Context(), holidays.Create{
+	scope, err := s.scope(w, r, c)
+	if err != nil {
+		return err
+	}
+	id, h, res, err := s.cfg.Holidays.Create.Handle(r.Context(), holidays.Create{
 		Caller: c, Reason: req.Reason, Type: req.Type, DateFrom: req.DateFrom, DateTo: req.DateTo,
 		CountryIDs: req.CountryID, ResourceIDs: req.Resources,
 	})
 	if err != nil {
 		return err
 	}
-	return s.answerHoliday(w, r, c, id, res.Seq)
+	setPosition(w, res.Seq)
+	writeOK(w, holidayDetail(id, h, scope))
+	return nil
 }
 
 func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
@@ -156,23 +178,51 @@ func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprou
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	res, err := s.cfg.Holidays.Rename.Handle(r.Context(), holidays.Rename{Caller: c, HolidayID: id, Reason: req.Reason})
+	scope, err := s.scope(w, r, c)
 	if err != nil {
 		return err
 	}
-	return s.answerHoliday(w, r, c, id, res.Seq)
+	h, res, err := s.cfg.Holidays.Rename.Handle(r.Context(), holidays.Rename{Caller: c, HolidayID: id, Reason: req.Reason})
+	if err != nil {
+		return err
+	}
+	setPosition(w, res.Seq)
+	writeOK(w, holidayDetail(strings.ToLower(id), h, scope))
+	return nil
 }
 
-// answerHoliday answers with the holiday as the read model has it once it
-// reflects the write.
-func (s *Server) answerHoliday(w http.ResponseWriter, r *http.Request, c commands.Caller, id string, seq uint64) error {
-	s.settle(r, s.cfg.HolidaysProjected, seq)
-	h, err := s.cfg.HolidayQueries.Get(r.Context(), c.WorkspaceID, id)
+// scope is the caller's workspace's resources as the answer of a holiday
+// write shows them. It is read before the write, so that an unreachable
+// database fails the request before anything is appended, never after;
+// usually memory has it as of the workspace's last resource event.
+func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller) (query.Scope, error) {
+	at, err := s.lastSeq(r, workspaceSubjects(c, events.KindResource))
 	if err != nil {
-		return err
+		return query.Scope{}, err
 	}
-	writeOK(w, h)
-	return nil
+	if sc, ok := s.cfg.Resources.Cached(c.WorkspaceID, at); ok {
+		return sc, nil
+	}
+	if err := s.await(w, r, s.cfg.HolidaysProjected, at); err != nil {
+		return query.Scope{}, err
+	}
+	return s.cfg.Resources.Scope(r.Context(), c.WorkspaceID)
+}
+
+// holidayDetail is the holiday a write decided, as a read would show it.
+func holidayDetail(id string, h holidays.Holiday, scope query.Scope) query.HolidayDetailDto {
+	d := query.HolidayDetailDto{ID: id, Reason: h.Reason, Type: h.Type, CountryID: []string{},
+		Resources: scope.Applies(h.Type, h.CountryIDs, h.ResourceIDs)}
+	if h.DateFrom != "" {
+		d.DateFrom = &h.DateFrom
+	}
+	if h.DateTo != "" {
+		d.DateTo = &h.DateTo
+	}
+	if h.Type == events.HolidayCountry {
+		d.CountryID = h.CountryIDs
+	}
+	return d
 }
 
 func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
@@ -185,7 +235,7 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 	if err != nil {
 		return err
 	}
-	s.settle(r, s.cfg.HolidaysProjected, res.Seq)
+	setPosition(w, res.Seq)
 	writeOK(w, ResourceDto{ID: u.ResourceID, Name: u.Name, CountryCode: u.CountryCode, IsActive: u.IsActive, IsGuest: u.IsGuest})
 	return nil
 }

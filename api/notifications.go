@@ -105,21 +105,39 @@ func notFoundRoute(r *http.Request) error {
 }
 
 func (s *Server) unreadCount(w http.ResponseWriter, r *http.Request, c commands.Caller) error {
-	n, err := s.cfg.NotificationQueries.UnreadCount(r.Context(), c.WorkspaceID, c.UserID)
+	n, err := s.counts(w, r, c)
 	if err != nil {
 		return err
 	}
-	writeOK(w, NotificationUnreadCountDto{UnreadCount: n})
+	writeOK(w, NotificationUnreadCountDto{UnreadCount: n.Unread})
 	return nil
 }
 
 func (s *Server) notificationCount(w http.ResponseWriter, r *http.Request, c commands.Caller) error {
-	total, _, err := s.cfg.NotificationQueries.Count(r.Context(), c.WorkspaceID, c.UserID)
+	n, err := s.counts(w, r, c)
 	if err != nil {
 		return err
 	}
-	writeOK(w, NotificationTotalCountDto{TotalCount: total})
+	writeOK(w, NotificationTotalCountDto{TotalCount: n.Total})
 	return nil
+}
+
+// counts are the caller's counts as of the last event of their inbox. When
+// memory holds them as of that very event they are exact, and the read
+// model need not be asked. (A request that names a position goes the long
+// way, where the position is checked.)
+func (s *Server) counts(w http.ResponseWriter, r *http.Request, c commands.Caller) (query.Counts, error) {
+	at, err := s.lastSeq(r, inboxSubject(c))
+	if err != nil {
+		return query.Counts{}, err
+	}
+	if n, ok := s.cfg.NotificationQueries.CachedCounts(c.WorkspaceID, c.UserID, at); ok && r.Header.Get(HeaderMinPosition) == "" {
+		return n, nil
+	}
+	if err := s.await(w, r, s.cfg.NotificationsProjected, at); err != nil {
+		return query.Counts{}, err
+	}
+	return s.cfg.NotificationQueries.Counts(r.Context(), c.WorkspaceID, c.UserID)
 }
 
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
@@ -153,6 +171,9 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ htt
 	if err := v.Err(); err != nil {
 		return err
 	}
+	if err := s.fresh(w, r, s.cfg.NotificationsProjected, inboxSubject(c)); err != nil {
+		return err
+	}
 	page, err := s.cfg.NotificationQueries.List(r.Context(), c.WorkspaceID, c.UserID, f)
 	if err != nil {
 		return err
@@ -173,7 +194,7 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ http
 	if err != nil {
 		return err
 	}
-	s.settle(r, s.cfg.NotificationsProjected, res.Seq)
+	setPosition(w, res.Seq)
 	writeOK(w, SentDto(sent))
 	return nil
 }
@@ -190,7 +211,7 @@ func (s *Server) answerTimestamp(w http.ResponseWriter, r *http.Request, at time
 	if err != nil {
 		return err
 	}
-	s.settle(r, s.cfg.NotificationsProjected, res.Seq)
+	setPosition(w, res.Seq)
 	writeOK(w, NotificationTimestampDto{Timestamp: at})
 	return nil
 }
@@ -199,7 +220,7 @@ func (s *Server) answerEmpty(w http.ResponseWriter, r *http.Request, res command
 	if err != nil {
 		return err
 	}
-	s.settle(r, s.cfg.NotificationsProjected, res.Seq)
+	setPosition(w, res.Seq)
 	writeOK(w, nil)
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"astro/commands"
 	"astro/commands/holidays"
 	"astro/commands/notifications"
+	"astro/commands/storable"
 	"astro/events"
 	"astro/query"
 	"astro/query/history"
@@ -48,6 +49,10 @@ type Config struct {
 	HolidayQueries    *query.Holidays
 	HolidayHistory    *history.Holidays
 	HolidaysProjected Waiter
+	Resources         *query.Resources
+
+	// Log tells reads which log position the read models must reflect.
+	Log Positions
 
 	// Ready reports whether the log, the database and the projectors are
 	// up; /readyz answers 503 until it returns nil.
@@ -63,8 +68,20 @@ type Config struct {
 	RateBurst int
 	Now       func() time.Time
 
+	// RequestTimeout is every request's deadline; default 30s. Past it,
+	// what is still running is cancelled and the answer is 503.
+	RequestTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers; default 64 KiB.
+	// The http.Server's own limit must be larger, so that what is over this
+	// one gets the envelope rather than Go's plain-text 431.
+	MaxHeaderBytes int
+	// WorkspaceSlots is how many reads of one workspace run at once
+	// (default 8, a quarter of the database pool); others wait up to 5 s,
+	// then answer 429. Writes go to the log and are not counted.
+	WorkspaceSlots int
+
 	MaxBodyBytes   int64         // default 256 KiB
-	ReadYourWrites time.Duration // longest a write waits for its read model; default 5s
+	ReadYourWrites time.Duration // longest a read waits for its read model to catch up; default 5s
 	Logger         *slog.Logger
 }
 
@@ -74,14 +91,26 @@ type Server struct {
 	log     *slog.Logger
 	router  *httprouter.Router
 	limiter *limiter // nil: no rate limit
+	slots   *slots
+	tokens  *tokenCache
 }
 
 // New builds the server and its routes.
 func New(cfg Config) (*Server, error) {
 	if cfg.Verifier == nil || cfg.Ready == nil ||
 		cfg.Notifications == nil || cfg.NotificationQueries == nil || cfg.NotificationsProjected == nil ||
-		cfg.Holidays == nil || cfg.HolidayQueries == nil || cfg.HolidayHistory == nil || cfg.HolidaysProjected == nil {
-		return nil, errors.New("api: New needs a verifier, a readiness check, and the handlers, queries and waiters of each domain")
+		cfg.Holidays == nil || cfg.HolidayQueries == nil || cfg.HolidayHistory == nil || cfg.HolidaysProjected == nil ||
+		cfg.Resources == nil || cfg.Log == nil {
+		return nil, errors.New("api: New needs a verifier, a readiness check, the log, and the handlers, queries and waiters of each domain")
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 64 << 10
+	}
+	if cfg.WorkspaceSlots <= 0 {
+		cfg.WorkspaceSlots = 8
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 256 << 10
@@ -95,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second)}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), cfg.Now)
 	}
@@ -105,7 +134,9 @@ func New(cfg Config) (*Server, error) {
 	rt.RedirectTrailingSlash = false
 	rt.RedirectFixedPath = false
 	rt.HandleMethodNotAllowed = true
-	rt.HandleOPTIONS = false
+	// OPTIONS answers what Allow lists: the methods of the path.
+	rt.HandleOPTIONS = true
+	rt.GlobalOPTIONS = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeOK(w, nil) })
 	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, commands.Errorf(commands.ENotFound, "No such endpoint: %s.", r.URL.Path))
 	})
@@ -130,7 +161,13 @@ func (s *Server) routes() {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.cfg.Ready(ctx); err != nil {
-			writeError(w, r, s.log, &commands.Error{Code: commands.EUnavailable, Message: "Not ready.", Err: err})
+			// A reason written for operators travels as an application
+			// error; anything else stays in the log.
+			msg := "Not ready."
+			if e := (*commands.Error)(nil); errors.As(err, &e) && e.Message != "" {
+				msg = "Not ready: " + e.Message
+			}
+			writeError(w, r, s.log, &commands.Error{Code: commands.EUnavailable, Message: msg, Err: err})
 			return
 		}
 		writeOK(w, map[string]string{"status": "ready"})
@@ -148,9 +185,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", reqID)
 	r.Header.Set("X-Request-Id", reqID) // the correlation id of the events it causes
+	if headerBytes(r) > s.cfg.MaxHeaderBytes {
+		writeError(w, r, s.log, commands.Errorf(commands.EHeaderTooLarge, "The URL and headers are too large: at most %d bytes.", s.cfg.MaxHeaderBytes))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
 	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 		r.URL.Path = strings.TrimRight(p, "/")
 	}
+	r.URL.Path = normalIDs(r.URL.Path)
 	s.router.ServeHTTP(w, r)
 }
 
@@ -166,6 +211,17 @@ func (s *Server) authed(h handler) httprouter.Handle {
 			if ok, wait := s.limiter.allow(c.WorkspaceID + "/" + c.UserID); !ok {
 				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
 				err = commands.Errorf(commands.ETooManyRequest, "Too many requests; retry after %d s.", retryAfter(wait))
+			}
+		}
+		if err == nil && r.Method == http.MethodGet {
+			// Reads hold the read models' pool; writes append to the log,
+			// which this guard does not need to share out.
+			release, ok := s.slots.acquire(r.Context(), c.WorkspaceID)
+			if !ok {
+				w.Header().Set("Retry-After", "1")
+				err = commands.Errorf(commands.ETooManyRequest, "Too many requests of this workspace at once; retry after 1 s.")
+			} else {
+				defer release()
 			}
 		}
 		if err == nil {
@@ -184,8 +240,14 @@ func (s *Server) authed(h handler) httprouter.Handle {
 func (s *Server) caller(r *http.Request) (commands.Caller, error) {
 	token, err := auth.FromHeader(r.Header.Get("Authorization"))
 	if err == nil {
-		var claims auth.Claims
-		if claims, err = s.cfg.Verifier.Verify(r.Context(), token); err == nil {
+		now := s.cfg.Now()
+		claims, ok := s.tokens.get(token, now)
+		if !ok {
+			if claims, err = s.cfg.Verifier.Verify(r.Context(), token); err == nil {
+				s.tokens.put(token, claims, now)
+			}
+		}
+		if err == nil {
 			return commands.Caller{
 				UserID:        claims.UserID,
 				WorkspaceID:   claims.WorkspaceID,
@@ -251,6 +313,14 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 		return commands.Errorf(commands.EInvalid, "The body is not valid JSON: unexpected data after the object.")
 	}
+	// encoding/json took in silence what the read model would refuse.
+	if problems := storable.Check(body); len(problems) > 0 {
+		v := commands.Validation{}
+		for _, p := range problems {
+			v.Add(p.Field, p.Message)
+		}
+		return v.Err()
+	}
 	return nil
 }
 
@@ -279,19 +349,5 @@ func jsonKind(goKind string) string {
 		return "object"
 	default:
 		return "number"
-	}
-}
-
-// settle waits, bounded, until a read model reflects seq, so the caller's
-// next read sees its write. The write itself is already durable, so a
-// read model that is late is logged, not reported as a failure.
-func (s *Server) settle(r *http.Request, w Waiter, seq uint64) {
-	if seq == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadYourWrites)
-	defer cancel()
-	if err := w.WaitFor(ctx, seq); err != nil {
-		s.log.Warn("read model behind a write", "path", r.URL.Path, "seq", seq, "err", err)
 	}
 }

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"time"
@@ -57,4 +58,19 @@ func NewEvents(c Caller, now time.Time, a events.Aggregate, ps ...events.Payload
 		out[i] = e
 	}
 	return out, nil
+}
+
+// Run decides a command against aggregate a of the caller's workspace and
+// appends what it decides, as events by the caller at now. decide sees the
+// aggregate's current state and returns the payloads (none for a no-op);
+// it may run again on newer state after a lost race, so it must not change
+// the aggregate.
+func Run[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggregate, now time.Time, decide func(A) ([]events.Payload, error)) (Result, error) {
+	return s.Execute(ctx, events.Subject(c.WorkspaceID, a), func(agg A) ([]events.Event, error) {
+		ps, err := decide(agg)
+		if err != nil || len(ps) == 0 {
+			return nil, err
+		}
+		return NewEvents(c, now, a, ps...)
+	})
 }

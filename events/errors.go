@@ -7,4 +7,12 @@ var (
 	ErrUnknownType = errors.New("unknown event type")
 	// ErrUnknownVersion is a payload version newer than this build knows.
 	ErrUnknownVersion = errors.New("unknown event version")
+
+	// ErrConflict is an append refused because the aggregate's subject moved
+	// past the expected sequence: another writer appended first.
+	ErrConflict = errors.New("concurrent change")
+	// ErrAlreadyAppended is an append whose event id was appended before: a
+	// retried request whose first attempt got through. Nothing was appended
+	// now.
+	ErrAlreadyAppended = errors.New("events already appended")
 )

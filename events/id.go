@@ -69,3 +69,30 @@ func ValidUUID(s string) bool {
 	}
 	return true
 }
+
+// UUID is a UUID as 16 bytes: how state that holds many ids (an inbox)
+// keeps them, at a fraction of the string's size.
+type UUID [16]byte
+
+// ParseUUID parses the canonical 8-4-4-4-12 hex form, in either case.
+func ParseUUID(s string) (UUID, bool) {
+	var u UUID
+	if !ValidUUID(s) {
+		return u, false
+	}
+	var compact [32]byte
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '-' {
+			compact[n] = s[i]
+			n++
+		}
+	}
+	if _, err := hex.Decode(u[:], compact[:]); err != nil {
+		return u, false
+	}
+	return u, true
+}
+
+// String is the canonical lower-case form.
+func (u UUID) String() string { return formatUUID(u) }

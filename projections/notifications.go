@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -12,24 +13,41 @@ import (
 	"astro/events"
 )
 
-// Notifications projects inbox events into the notifications table.
+// Notifications projects inbox events into the notifications table and
+// each user's counts into notification_counts.
 type Notifications struct {
-	insert, read, unread, del, readAll, delAll *sqlx.Stmt
+	insert, read, del, unread, readAll, delAll, counts *sqlx.Stmt
 }
 
 // NewNotifications prepares the projector's statements.
 func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) {
 	var p Notifications
+	// Runs of sends, reads and deletes (the bulk of the log) are one
+	// statement each; every statement says what it changed, which is what
+	// the counts move by.
 	if err := prepare(ctx, db, "notifications projector", []statement{
-		// Sends are the bulk of the log: a run of them is one statement.
 		{&p.insert, `INSERT INTO notifications (workspace_id, recipient_id, id, sender_id, notification_type, subject, message, data, create_date, seq)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::timestamptz[], $10::bigint[])
-			ON CONFLICT DO NOTHING`},
-		{&p.read, `UPDATE notifications SET read_date = $4 WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
-		{&p.unread, `UPDATE notifications SET read_date = NULL WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
-		{&p.del, `DELETE FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
-		{&p.readAll, `UPDATE notifications SET read_date = $4 WHERE workspace_id = $1 AND recipient_id = $2 AND id = ANY($3::uuid[]) AND read_date IS NULL`},
-		{&p.delAll, `DELETE FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = ANY($3::uuid[])`},
+			ON CONFLICT DO NOTHING
+			RETURNING workspace_id, recipient_id, true`},
+		{&p.read, `UPDATE notifications n SET read_date = d.at
+			FROM unnest($1::text[], $2::text[], $3::uuid[], $4::timestamptz[]) AS d(ws, r, id, at)
+			WHERE n.workspace_id = d.ws AND n.recipient_id = d.r AND n.id = d.id AND n.read_date IS NULL
+			RETURNING n.workspace_id, n.recipient_id, true`},
+		{&p.del, `DELETE FROM notifications n
+			USING unnest($1::text[], $2::text[], $3::uuid[]) AS d(ws, r, id)
+			WHERE n.workspace_id = d.ws AND n.recipient_id = d.r AND n.id = d.id
+			RETURNING n.workspace_id, n.recipient_id, n.read_date IS NULL`},
+		{&p.unread, `UPDATE notifications SET read_date = NULL
+			WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3 AND read_date IS NOT NULL`},
+		{&p.readAll, `UPDATE notifications SET read_date = $4
+			WHERE workspace_id = $1 AND recipient_id = $2 AND id = ANY($3::uuid[]) AND read_date IS NULL`},
+		{&p.delAll, `WITH d AS (DELETE FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = ANY($3::uuid[]) RETURNING read_date)
+			SELECT count(*), count(*) FILTER (WHERE read_date IS NULL) FROM d`},
+		{&p.counts, `INSERT INTO notification_counts AS c (workspace_id, recipient_id, total, unread, seq)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::bigint[])
+			ON CONFLICT (workspace_id, recipient_id) DO UPDATE
+			SET total = c.total + EXCLUDED.total, unread = c.unread + EXCLUDED.unread, seq = GREATEST(c.seq, EXCLUDED.seq)`},
 	}); err != nil {
 		return nil, err
 	}
@@ -42,70 +60,184 @@ func (*Notifications) Name() string { return "notifications" }
 // Subjects implements Projector.
 func (*Notifications) Subjects() []string { return []string{events.KindSubjects(events.KindInbox)} }
 
-// sendRows is a run of NotificationSent as column arrays.
-type sendRows struct {
-	ws, recipient, id, sender, typ, subject, message []string
-	data                                             []sql.NullString
-	created                                          []string
-	seq                                              []int64
-}
-
-func (r *sendRows) add(e events.Event, p *events.NotificationSent) {
-	r.ws = append(r.ws, e.WorkspaceID)
-	r.recipient = append(r.recipient, p.RecipientID)
-	r.id = append(r.id, p.NotificationID)
-	r.sender = append(r.sender, p.SenderID)
-	r.typ = append(r.typ, p.NotificationType)
-	r.subject = append(r.subject, p.Subject)
-	r.message = append(r.message, p.Message)
-	r.data = append(r.data, sql.NullString{String: string(p.Data), Valid: len(p.Data) > 0})
-	r.created = append(r.created, p.CreateDate.Format(time.RFC3339Nano))
-	r.seq = append(r.seq, int64(e.Seq))
-}
-
-// Apply implements Projector.
+// Apply implements Projector. Consecutive events of one type form a run,
+// applied as one statement; the log's order holds between runs.
 func (p *Notifications) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
-	var sends sendRows
-	flush := func() error {
-		if len(sends.id) == 0 {
-			return nil
-		}
-		_, err := tx.StmtxContext(ctx, p.insert).ExecContext(ctx, pq.Array(sends.ws), pq.Array(sends.recipient), pq.Array(sends.id),
-			pq.Array(sends.sender), pq.Array(sends.typ), pq.Array(sends.subject), pq.Array(sends.message),
-			pq.Array(sends.data), pq.Array(sends.created), pq.Array(sends.seq))
-		sends = sendRows{}
-		return err
-	}
+	b := batch{p: p, tx: tx, counts: map[inboxKey]*countDelta{}}
 	for _, e := range evs {
 		payload, err := events.Decode(e)
 		if err != nil {
 			return err
 		}
-		if s, ok := payload.(*events.NotificationSent); ok {
-			sends.add(e, s)
-			continue
-		}
-		if err := flush(); err != nil {
-			return err
-		}
-		ws := e.WorkspaceID
-		switch v := payload.(type) {
-		case *events.NotificationRead:
-			_, err = tx.StmtxContext(ctx, p.read).ExecContext(ctx, ws, v.RecipientID, v.NotificationID, v.ReadDate)
-		case *events.NotificationUnread:
-			_, err = tx.StmtxContext(ctx, p.unread).ExecContext(ctx, ws, v.RecipientID, v.NotificationID)
-		case *events.NotificationDeleted:
-			_, err = tx.StmtxContext(ctx, p.del).ExecContext(ctx, ws, v.RecipientID, v.NotificationID)
-		case *events.AllNotificationsRead:
-			_, err = tx.StmtxContext(ctx, p.readAll).ExecContext(ctx, ws, v.RecipientID, pq.Array(v.NotificationIDs), v.ReadDate)
-		case *events.AllNotificationsDeleted:
-			_, err = tx.StmtxContext(ctx, p.delAll).ExecContext(ctx, ws, v.RecipientID, pq.Array(v.NotificationIDs))
-		default:
-			err = fmt.Errorf("%w: unexpected event %s", ErrUnappliable, e.Type)
-		}
-		if err != nil {
+		if err := b.add(ctx, e, payload); err != nil {
 			return fmt.Errorf("apply %s (seq %d): %w", e.Type, e.Seq, err)
 		}
 	}
-	return flush()
+	if err := b.flush(ctx); err != nil {
+		return err
+	}
+	return b.writeCounts(ctx)
+}
+
+type inboxKey struct{ ws, recipient string }
+
+type countDelta struct {
+	total, unread int
+	seq           uint64
+}
+
+// batch accumulates a run of one event type as column arrays, and the
+// count changes of the whole batch.
+type batch struct {
+	p      *Notifications
+	tx     *sqlx.Tx
+	run    string // event type of the pending run
+	cols   [10][]string
+	data   []sql.NullString
+	seq    []int64
+	counts map[inboxKey]*countDelta
+}
+
+func (b *batch) count(ws, recipient string, seq uint64) *countDelta {
+	k := inboxKey{ws, recipient}
+	d := b.counts[k]
+	if d == nil {
+		d = &countDelta{}
+		b.counts[k] = d
+	}
+	d.seq = max(d.seq, seq)
+	return d
+}
+
+func (b *batch) add(ctx context.Context, e events.Event, payload events.Payload) error {
+	if b.run != "" && b.run != e.Type {
+		if err := b.flush(ctx); err != nil {
+			return err
+		}
+	}
+	ws := e.WorkspaceID
+	push := func(vals ...string) {
+		b.run = e.Type
+		for i, v := range vals {
+			b.cols[i] = append(b.cols[i], v)
+		}
+	}
+	switch v := payload.(type) {
+	case *events.NotificationSent:
+		b.count(ws, v.RecipientID, e.Seq)
+		push(ws, v.RecipientID, v.NotificationID, v.SenderID, v.NotificationType, v.Subject, v.Message, v.CreateDate.Format(time.RFC3339Nano))
+		b.data = append(b.data, sql.NullString{String: string(v.Data), Valid: len(v.Data) > 0})
+		b.seq = append(b.seq, int64(e.Seq))
+		return nil
+	case *events.NotificationRead:
+		b.count(ws, v.RecipientID, e.Seq)
+		push(ws, v.RecipientID, v.NotificationID, v.ReadDate.Format(time.RFC3339Nano))
+		return nil
+	case *events.NotificationDeleted:
+		b.count(ws, v.RecipientID, e.Seq)
+		push(ws, v.RecipientID, v.NotificationID)
+		return nil
+	case *events.NotificationUnread:
+		d := b.count(ws, v.RecipientID, e.Seq)
+		res, err := b.tx.StmtxContext(ctx, b.p.unread).ExecContext(ctx, ws, v.RecipientID, v.NotificationID)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		d.unread += int(n)
+		return nil
+	case *events.AllNotificationsRead:
+		d := b.count(ws, v.RecipientID, e.Seq)
+		res, err := b.tx.StmtxContext(ctx, b.p.readAll).ExecContext(ctx, ws, v.RecipientID, pq.Array(v.NotificationIDs), v.ReadDate)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		d.unread -= int(n)
+		return nil
+	case *events.AllNotificationsDeleted:
+		d := b.count(ws, v.RecipientID, e.Seq)
+		var total, unread int
+		if err := b.tx.StmtxContext(ctx, b.p.delAll).QueryRowContext(ctx, ws, v.RecipientID, pq.Array(v.NotificationIDs)).Scan(&total, &unread); err != nil {
+			return err
+		}
+		d.total -= total
+		d.unread -= unread
+		return nil
+	}
+	return fmt.Errorf("%w: unexpected event %s", ErrUnappliable, e.Type)
+}
+
+// flush applies the pending run as one statement.
+func (b *batch) flush(ctx context.Context) error {
+	if b.run == "" {
+		return nil
+	}
+	c := &b.cols
+	var stmt *sqlx.Stmt
+	var args []any
+	// What each changed row does to the counts: a send adds an unread
+	// row; a read makes one read; a delete removes one, read or unread
+	// (each statement returns whether the row counted as unread).
+	var dTotal, dUnread int
+	switch b.run {
+	case events.NotificationSent{}.EventType():
+		stmt, dTotal, dUnread = b.p.insert, 1, 1
+		args = []any{pq.Array(c[0]), pq.Array(c[1]), pq.Array(c[2]), pq.Array(c[3]), pq.Array(c[4]), pq.Array(c[5]), pq.Array(c[6]),
+			pq.Array(b.data), pq.Array(c[7]), pq.Array(b.seq)}
+	case events.NotificationRead{}.EventType():
+		stmt, dUnread = b.p.read, -1
+		args = []any{pq.Array(c[0]), pq.Array(c[1]), pq.Array(c[2]), pq.Array(c[3])}
+	case events.NotificationDeleted{}.EventType():
+		stmt, dTotal, dUnread = b.p.del, -1, -1
+		args = []any{pq.Array(c[0]), pq.Array(c[1]), pq.Array(c[2])}
+	}
+	rows, err := b.tx.StmtxContext(ctx, stmt).QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ws, recipient string
+		var unread bool
+		if err := rows.Scan(&ws, &recipient, &unread); err != nil {
+			return err
+		}
+		d := b.counts[inboxKey{ws, recipient}]
+		d.total += dTotal
+		if unread {
+			d.unread += dUnread
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	b.run, b.cols, b.data, b.seq = "", [10][]string{}, nil, nil
+	return nil
+}
+
+// writeCounts applies the batch's count changes, one row a user, in a
+// stable order.
+func (b *batch) writeCounts(ctx context.Context) error {
+	if len(b.counts) == 0 {
+		return nil
+	}
+	keys := make([]inboxKey, 0, len(b.counts))
+	for k := range b.counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].ws < keys[j].ws || keys[i].ws == keys[j].ws && keys[i].recipient < keys[j].recipient
+	})
+	ws, recipient := make([]string, len(keys)), make([]string, len(keys))
+	total, unread, seq := make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		d := b.counts[k]
+		ws[i], recipient[i], total[i], unread[i], seq[i] = k.ws, k.recipient, int64(d.total), int64(d.unread), int64(d.seq)
+	}
+	_, err := b.tx.StmtxContext(ctx, b.p.counts).ExecContext(ctx, pq.Array(ws), pq.Array(recipient), pq.Array(total), pq.Array(unread), pq.Array(seq))
+	if err != nil {
+		return fmt.Errorf("notification counts: %w", err)
+	}
+	return nil
 }

@@ -32,6 +32,12 @@ type Projector interface {
 type RunnerConfig struct {
 	Stream string // the event stream's name
 	Batch  int    // most events per transaction; default 500
+	// Linger is how long a batch may wait for more events while no read
+	// is waiting for it, so that a steady trickle of writes costs a
+	// transaction every Linger instead of one per event. A read that needs
+	// the read model to reach a position ends the wait at once. Default
+	// 10ms; negative: never wait.
+	Linger time.Duration
 	// Parking, when set, takes the events the projector cannot apply, so
 	// they do not stop it; without it such an event is retried forever.
 	Parking Parking
@@ -45,7 +51,10 @@ type Runner struct {
 	p   Projector
 	cfg RunnerConfig
 
-	parked atomic.Int64 // events parked since start
+	parked    atomic.Int64  // events parked since start
+	following atomic.Bool   // another instance writes; pos comes from its checkpoint
+	waiting   atomic.Int64  // reads waiting in WaitFor
+	wake      chan struct{} // a read started waiting: stop lingering
 
 	mu      sync.Mutex
 	pos     uint64        // checkpoint: last applied stream sequence
@@ -61,11 +70,14 @@ func NewRunner(js jetstream.JetStream, db *sqlx.DB, p Projector, cfg RunnerConfi
 	if cfg.Batch <= 0 {
 		cfg.Batch = 500
 	}
+	if cfg.Linger == 0 {
+		cfg.Linger = 10 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Logger = cfg.Logger.With("projector", p.Name())
-	return &Runner{js: js, db: db, p: p, cfg: cfg, changed: make(chan struct{})}, nil
+	return &Runner{js: js, db: db, p: p, cfg: cfg, changed: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
 }
 
 // Name is the projector's name.
@@ -90,8 +102,20 @@ func (r *Runner) Position() uint64 {
 }
 
 // WaitFor blocks until the read model reflects stream sequence seq, or ctx
-// ends. It is how a write's response promises read-your-writes.
+// ends. It is how a read keeps every answered write in view.
 func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
+	if r.following.Load() {
+		return r.followTo(ctx, seq)
+	}
+	if r.Position() >= seq {
+		return nil
+	}
+	r.waiting.Add(1)
+	defer r.waiting.Add(-1)
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 	r.mu.Lock()
 	for r.pos < seq {
 		ch := r.changed
@@ -104,6 +128,28 @@ func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 		r.mu.Lock()
 	}
 	r.mu.Unlock()
+	return nil
+}
+
+// followTo waits for the writing instance's checkpoint to reach seq,
+// asking the database at once and then at growing intervals: the write
+// was answered when it reached the log, so the projector is usually a few
+// milliseconds from it.
+func (r *Runner) followTo(ctx context.Context, seq uint64) error {
+	for wait := time.Millisecond; r.Position() < seq; wait = min(2*wait, 50*time.Millisecond) {
+		pos, err := r.checkpoint(ctx)
+		if err == nil {
+			r.advance(pos)
+			if pos >= seq {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("projector %s at %d, waiting for %d: %w", r.p.Name(), r.Position(), seq, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 	return nil
 }
 
@@ -156,6 +202,7 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 		if err == nil {
 			var got bool
 			if err = conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock(hashtext($1))`, key); err == nil && got {
+				r.following.Store(false)
 				return conn, nil
 			}
 			conn.Close()
@@ -171,6 +218,7 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 		}
 		if pos, err := r.checkpoint(ctx); err == nil {
 			r.advance(pos)
+			r.following.Store(true)
 			r.setReady(true)
 		}
 		select {
@@ -297,17 +345,7 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		case m := <-msgs:
 			batch = append(batch, m)
 		}
-		// Take what else is already here: batches grow under load and stay
-		// at one event, with no added latency, when idle.
-	drain:
-		for len(batch) < r.cfg.Batch {
-			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-			default:
-				break drain
-			}
-		}
+		batch = r.fill(ctx, msgs, batch)
 		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
 			err := r.apply(ctx, batch)
 			if err == nil || ctx.Err() != nil {
@@ -322,6 +360,39 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 			}
 		}
 	}
+}
+
+// fill adds to batch what else is already here, then what comes within
+// Linger while no read waits: batches grow under load, and a trickle of
+// writes is not one transaction each.
+func (r *Runner) fill(ctx context.Context, msgs <-chan jetstream.Msg, batch []jetstream.Msg) []jetstream.Msg {
+	var linger <-chan time.Time
+	for len(batch) < r.cfg.Batch {
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+			continue
+		default:
+		}
+		if r.cfg.Linger < 0 || r.waiting.Load() > 0 {
+			return batch
+		}
+		if linger == nil {
+			t := time.NewTimer(r.cfg.Linger)
+			defer t.Stop()
+			linger = t.C
+		}
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+		case <-r.wake:
+		case <-linger:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
 
 // consumer returns the projector's durable consumer, placed right after

@@ -49,23 +49,32 @@ type NotificationFilter struct {
 	Flat              bool     // no grouping
 }
 
+// Counts are a user's pending and unread notifications as of Seq, the log
+// position of the last event of the user's inbox the read model applied.
+type Counts struct {
+	Total, Unread int
+	Seq           uint64
+}
+
 // Notifications reads the notifications read model.
 type Notifications struct {
-	page, counts, unread, seqOf *sqlx.Stmt
+	page, counts, seqOf *sqlx.Stmt
+	// cached counts by workspace and user: the unread badge is the most
+	// read thing there is, and a user's counts change only with their
+	// inbox's events.
+	cached *posCache[Counts]
 }
 
 // NewNotifications prepares the statements.
 func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) {
-	var q Notifications
+	q := Notifications{cached: newPosCache[Counts](1 << 16)}
 	if err := prepare(ctx, db, "notification queries", []statement{
 		{&q.page, `SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data
 			FROM notifications
 			WHERE workspace_id = $1 AND recipient_id = $2 AND ($3::bigint = 0 OR seq < $3)
 			  AND ($4 = '' OR sender_id = $4) AND (cardinality($5::text[]) = 0 OR notification_type = ANY($5))
 			ORDER BY seq DESC LIMIT ` + fmt.Sprint(PageSize)},
-		{&q.counts, `SELECT count(*) AS total, count(*) FILTER (WHERE read_date IS NULL) AS unread
-			FROM notifications WHERE workspace_id = $1 AND recipient_id = $2`},
-		{&q.unread, `SELECT count(*) FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND read_date IS NULL`},
+		{&q.counts, `SELECT total, unread, seq FROM notification_counts WHERE workspace_id = $1 AND recipient_id = $2`},
 		{&q.seqOf, `SELECT seq FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
 	}); err != nil {
 		return nil, err
@@ -73,22 +82,22 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 	return &q, nil
 }
 
-// UnreadCount is the number of unread notifications of a user.
-func (q *Notifications) UnreadCount(ctx context.Context, workspaceID, userID string) (int, error) {
-	var n int
-	if err := q.unread.GetContext(ctx, &n, workspaceID, userID); err != nil {
-		return 0, fmt.Errorf("unread count: %w", err)
-	}
-	return n, nil
+// CachedCounts returns a user's counts from memory if they are exact as of
+// inbox position at, the last sequence of the user's inbox in the log.
+func (q *Notifications) CachedCounts(workspaceID, userID string, at uint64) (Counts, bool) {
+	return q.cached.get(workspaceID+"/"+userID, at)
 }
 
-// Count is the number of pending notifications of a user.
-func (q *Notifications) Count(ctx context.Context, workspaceID, userID string) (total, unread int, err error) {
-	var c struct{ Total, Unread int }
-	if err := q.counts.GetContext(ctx, &c, workspaceID, userID); err != nil {
-		return 0, 0, fmt.Errorf("count notifications: %w", err)
+// Counts reads a user's counts from the read model, and remembers them for
+// CachedCounts.
+func (q *Notifications) Counts(ctx context.Context, workspaceID, userID string) (Counts, error) {
+	var c Counts
+	err := q.counts.QueryRowxContext(ctx, workspaceID, userID).Scan(&c.Total, &c.Unread, &c.Seq)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return Counts{}, fmt.Errorf("count notifications: %w", err)
 	}
-	return c.Total, c.Unread, nil
+	q.cached.put(workspaceID+"/"+userID, c.Seq, c)
+	return c, nil
 }
 
 // List returns a page of a user's notifications, newest first.
@@ -135,11 +144,11 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 	if !f.Flat {
 		items = Group(items, GroupWindow)
 	}
-	res := NotificationResponseDto{Items: items}
-	if res.TotalCount, res.UnreadCount, err = q.Count(ctx, workspaceID, userID); err != nil {
+	c, err := q.Counts(ctx, workspaceID, userID)
+	if err != nil {
 		return NotificationResponseDto{}, err
 	}
-	return res, nil
+	return NotificationResponseDto{Items: items, TotalCount: c.Total, UnreadCount: c.Unread}, nil
 }
 
 // Group nests notifications (newest first) of one sender that came within

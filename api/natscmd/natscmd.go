@@ -1,40 +1,55 @@
 // Package natscmd accepts commands from upstream services over NATS, for
-// services that speak NATS rather than HTTP. Who may publish is decided by
-// NATS permissions on the subjects, so a message here acts with the
-// privilege its subject implies.
+// services that speak NATS rather than HTTP. NATS permissions decide who
+// may publish on the command subjects at all; what a message may do is
+// decided as on HTTP, by the bearer token it carries: the same verifier,
+// the same privilege (notifications:send), the workspace the token names.
 //
-// Subject astro.commands.notifications.send, request/reply. The payload is
-// the HTTP send body plus the workspace:
+// Subject astro.commands.notifications.send, request/reply, header
+// "Authorization: Bearer <JWT>". The payload is the HTTP send body:
 //
-//	{"workspaceId":"w1","recipientId":"u1","senderId":"svc","notificationType":"task",
+//	{"recipientId":"u1","senderId":"svc","notificationType":"task",
 //	 "subject":"...","message":"...","data":{...}}
 //
-// Optional headers: x-integration-name, Idempotency-Key. The reply is the
-// same envelope the HTTP API answers with, its data the NotificationDto.
+// A "workspaceId" field is optional; when present it must be the token's
+// workspace (403 otherwise). Optional headers: x-integration-name,
+// Idempotency-Key. The reply is the same envelope the HTTP API answers
+// with, 401 and 403 included, its data the NotificationDto.
 package natscmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"astro/api"
+	"astro/api/auth"
+	"astro/api/idempotency"
 	"astro/commands"
 	"astro/commands/notifications"
+	"astro/commands/storable"
 	"astro/events"
 )
 
 // SendSubject is where upstream services send notifications.
 const SendSubject = "astro.commands.notifications.send"
 
-// Config holds the handlers commands go to.
+// Config holds the handlers commands go to and the verifier of the
+// tokens they carry.
 type Config struct {
 	Notifications *notifications.Handlers
-	Logger        *slog.Logger
+	Verifier      *auth.Verifier
+	// Idempotency, when set, holds commands with an Idempotency-Key header
+	// to the rules of HTTP writes, in the same records: one execution per
+	// key, a replay answers what was first answered, and a key reused with
+	// another request (or first used over HTTP) answers 422.
+	Idempotency api.Idempotency
+	Logger      *slog.Logger
 }
 
 // Server answers command messages.
@@ -45,8 +60,8 @@ type Server struct {
 
 // New returns a server on nc.
 func New(nc *nats.Conn, cfg Config) (*Server, error) {
-	if nc == nil || cfg.Notifications == nil {
-		return nil, errors.New("natscmd: New needs a connection and notification handlers")
+	if nc == nil || cfg.Notifications == nil || cfg.Verifier == nil {
+		return nil, errors.New("natscmd: New needs a connection, notification handlers and a token verifier")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -78,40 +93,141 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	reqID := events.NewID(time.Now())
-	var msg sendMessage
 	var sent events.NotificationSent
-	err := json.Unmarshal(m.Data, &msg)
-	if err != nil {
-		err = commands.Errorf(commands.EInvalid, "The message is not a valid JSON object.")
-	} else if !events.ValidToken(msg.WorkspaceID) {
-		err = commands.Invalid(map[string][]string{"workspaceId": {"The workspace id is required: 1 to 64 letters, digits, '-' or '_'."}})
-	} else {
-		sent, _, err = s.cfg.Notifications.Send.Handle(ctx, notifications.Send{
-			Caller: commands.Caller{
-				UserID: msg.SenderID, WorkspaceID: msg.WorkspaceID,
-				// The subject's NATS permissions are the privilege.
-				Scopes:         []string{notifications.ScopeSend},
-				Integration:    m.Header.Get("x-integration-name"),
-				CorrelationID:  reqID,
-				IdempotencyKey: m.Header.Get("Idempotency-Key"),
-			},
-			RecipientID: msg.RecipientID, SenderID: msg.SenderID, NotificationType: msg.NotificationType,
-			Subject: msg.Subject, Message: msg.Message, Data: msg.Data,
-		})
-	}
-	env := api.Envelope{Success: true, StatusCode: api.StatusName(200), Data: api.SentDto(sent)}
-	if err != nil {
-		var status int
-		status, env = api.ErrorEnvelope(err, reqID)
-		if status >= 500 {
-			s.cfg.Logger.Error("command failed", "subject", SendSubject, "request_id", reqID, "err", err)
+	caller, err := s.caller(ctx, m, reqID)
+	var claim *idempotency.Claim
+	if err == nil && caller.IdempotencyKey != "" && s.cfg.Idempotency != nil {
+		var replay *idempotency.Record
+		if claim, replay, err = s.claim(ctx, m, caller); replay != nil {
+			s.respond(m, replay.Body)
+			return
 		}
 	}
+	if err == nil {
+		var msg sendMessage
+		switch {
+		case len(bytes.TrimSpace(m.Data)) == 0 || bytes.TrimSpace(m.Data)[0] != '{' || json.Unmarshal(m.Data, &msg) != nil:
+			err = commands.Errorf(commands.EInvalid, "The message is not a valid JSON object.")
+		case len(storable.Check(m.Data)) > 0:
+			// What the HTTP API refuses at its door, for the same reason:
+			// encoding/json would take it and the read model would not.
+			v := commands.Validation{}
+			for _, p := range storable.Check(m.Data) {
+				v.Add(p.Field, p.Message)
+			}
+			err = v.Err()
+		case msg.WorkspaceID != "" && msg.WorkspaceID != caller.WorkspaceID:
+			// The token decides the workspace; a field naming another one
+			// is a client bug or an attempt, and never acted on.
+			err = commands.Errorf(commands.EForbidden, "workspaceId is not the workspace of the token.")
+		default:
+			sent, _, err = s.cfg.Notifications.Send.Handle(ctx, notifications.Send{
+				Caller:      caller,
+				RecipientID: msg.RecipientID, SenderID: msg.SenderID, NotificationType: msg.NotificationType,
+				Subject: msg.Subject, Message: msg.Message, Data: msg.Data,
+			})
+		}
+	}
+	status, body := s.reply(m, reqID, api.SentDto(sent), err)
+	if claim != nil {
+		s.record(ctx, claim, status, body)
+	}
+}
+
+// claim takes the message's Idempotency-Key, or returns the answer kept
+// under it. The request is the subject and the payload, so the same key
+// first used over HTTP (another method and path) is another request.
+func (s *Server) claim(ctx context.Context, m *nats.Msg, c commands.Caller) (*idempotency.Claim, *idempotency.Record, error) {
+	if !api.ValidIdempotencyKey(c.IdempotencyKey) {
+		return nil, nil, commands.Invalid(map[string][]string{"Idempotency-Key": {"The key must be 1 to 255 printable ASCII characters."}})
+	}
+	request := idempotency.RequestHash("NATS", m.Subject, m.Data, strings.Join(c.Scopes, " "))
+	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, c.IdempotencyKey), request)
+	if err != nil {
+		return nil, nil, api.IdempotencyError(err)
+	}
+	return claim, replay, nil
+}
+
+// record keeps the answer under its key; after a 5xx it keeps the key to
+// this request without an answer (a retry executes again, another request
+// is refused); after a refusal of how it was asked (privilege, a lost
+// race) it gives the key up.
+func (s *Server) record(ctx context.Context, claim *idempotency.Claim, status int, body []byte) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var err error
+	switch {
+	case status >= 500: // the send may have happened: keep the key to this request
+		err = claim.Unanswered(ctx)
+	case api.Replayable(status):
+		err = claim.Finish(ctx, status, body)
+	default:
+		err = claim.Release(ctx)
+	}
+	if err != nil {
+		s.cfg.Logger.Warn("idempotency record", "subject", SendSubject, "err", err)
+	}
+}
+
+// caller authenticates a message as the HTTP API authenticates a request.
+func (s *Server) caller(ctx context.Context, m *nats.Msg, reqID string) (commands.Caller, error) {
+	token, err := auth.FromHeader(header(m, "Authorization"))
+	if err == nil {
+		var claims auth.Claims
+		if claims, err = s.cfg.Verifier.Verify(ctx, token); err == nil {
+			return commands.Caller{
+				UserID:         claims.UserID,
+				WorkspaceID:    claims.WorkspaceID,
+				Scopes:         claims.Scopes,
+				Integration:    header(m, "x-integration-name"),
+				CorrelationID:  reqID,
+				IdempotencyKey: header(m, "Idempotency-Key"),
+			}, nil
+		}
+	}
+	msg := "Authentication failed"
+	if reason := auth.Reason(err); reason != "" {
+		msg += ": " + reason
+	}
+	return commands.Caller{}, &commands.Error{Code: commands.EUnauthorized, Message: msg + ".", Err: err}
+}
+
+// header reads a header of m by name in any case: NATS keeps the case
+// clients write, and HTTP habits send "authorization" as often as
+// "Authorization".
+func header(m *nats.Msg, name string) string {
+	if v := m.Header.Get(name); v != "" {
+		return v
+	}
+	for k, vs := range m.Header {
+		if strings.EqualFold(k, name) && len(vs) > 0 {
+			return vs[0]
+		}
+	}
+	return ""
+}
+
+// reply answers m with the envelope of data, or of err, and returns the
+// answer's status and body.
+func (s *Server) reply(m *nats.Msg, reqID string, data any, err error) (int, []byte) {
+	status, env := 200, api.Envelope{Success: true, StatusCode: api.StatusName(200), Data: data}
+	if err != nil {
+		status, env = api.ErrorEnvelope(err, reqID)
+		if status >= 500 {
+			s.cfg.Logger.Error("command failed", "subject", m.Subject, "request_id", reqID, "err", err)
+		}
+	}
+	body, _ := json.Marshal(env) // an Envelope of plain values always encodes
+	s.respond(m, body)
+	return status, body
+}
+
+func (s *Server) respond(m *nats.Msg, body []byte) {
 	if m.Reply == "" {
 		return
 	}
-	body, _ := json.Marshal(env) // an Envelope of plain values always encodes
 	if err := m.Respond(body); err != nil {
-		s.cfg.Logger.Warn("reply", "subject", SendSubject, "err", err)
+		s.cfg.Logger.Warn("reply", "subject", m.Subject, "err", err)
 	}
 }

@@ -22,16 +22,21 @@ type Config struct {
 	DataDir        string
 	NATSURL        string
 	NATSListen     string
+	NATSUser       string // external NATS: Astro's user and password,
+	NATSPassword   string
+	NATSCreds      string // or a NATS credentials file (JWT and seed)
 	DatabaseURL    string
 	JWTSecret      string
 	JWKSURL        string
 	JWTIssuer      string
 	JWTAudience    string
 	StreamReplicas int
+	LogSyncAlways  bool    // embedded log: fsync every append
 	RateLimit      float64 // requests a second per caller; 0: off
 	RateBurst      int
 	LogLevel       slog.Level
 	ShutdownGrace  time.Duration
+	RequestTimeout time.Duration
 }
 
 // setting is one flag with its environment variable and default.
@@ -44,16 +49,21 @@ var settings = []setting{
 	{"data-dir", "ASTRO_DATA_DIR", ".astro", "directory for embedded NATS and PostgreSQL data and the development JWT secret"},
 	{"nats-url", "ASTRO_NATS_URL", "", "NATS server URL; empty runs an embedded JetStream server"},
 	{"nats-listen", "ASTRO_NATS_LISTEN", "127.0.0.1:4222", "embedded NATS: also accept clients on this address; 'off' for in-process only"},
+	{"nats-user", "ASTRO_NATS_USER", "", "external NATS: the user Astro connects as (see deploy/nats-server.conf)"},
+	{"nats-password", "ASTRO_NATS_PASSWORD", "", "external NATS: that user's password"},
+	{"nats-creds", "ASTRO_NATS_CREDS", "", "external NATS: a credentials file (JWT and NKey seed) instead of user and password"},
 	{"database-url", "ASTRO_DATABASE_URL", "", "PostgreSQL URL; empty runs a private PostgreSQL from the installed binaries"},
 	{"jwt-secret", "ASTRO_JWT_SECRET", "", "HS256 secret (at least 32 bytes); empty without a JWKS URL: generated and kept in the data directory"},
 	{"jwks-url", "ASTRO_JWKS_URL", "", "JWKS URL for RS256/ES256 tokens (production)"},
 	{"jwt-issuer", "ASTRO_JWT_ISSUER", "", "required token issuer (iss), when set"},
 	{"jwt-audience", "ASTRO_JWT_AUDIENCE", "", "required token audience (aud), when set"},
+	{"log-sync", "ASTRO_LOG_SYNC", "interval", "embedded log durability: 'always' fsyncs every append (survives power loss), 'interval' syncs every 2 minutes (survives a process crash)"},
 	{"stream-replicas", "ASTRO_STREAM_REPLICAS", "1", "replicas of the event streams (3 on a JetStream cluster)"},
 	{"rate-limit", "ASTRO_RATE_LIMIT", "auto", "requests a second per caller (workspace and user), 'off', or 'auto': 50 with external NATS or PostgreSQL, off when both are embedded"},
 	{"rate-burst", "ASTRO_RATE_BURST", "0", "burst of requests allowed above the rate; 0: twice the rate"},
 	{"log-level", "ASTRO_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"shutdown-grace", "ASTRO_SHUTDOWN_GRACE", "10s", "how long a shutdown waits for requests in flight"},
+	{"request-timeout", "ASTRO_REQUEST_TIMEOUT", "30s", "every request's deadline; past it the request is cancelled and answers 503 with Retry-After"},
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
@@ -68,7 +78,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		vals[s.name] = fs.String(s.name, def, s.usage+" ($"+s.env+")")
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: astro [serve] [flags]\n       astro token --user ID --workspace ID [--scope \"...\"]\n\nFlags (each also read from the environment variable shown):\n")
+		fmt.Fprintf(stderr, "Usage: astro [serve] [flags]\n       astro token --user ID --workspace ID [--scope \"...\"]\n       astro nats-credentials --role consumer|service [--url]\n\nFlags (each also read from the environment variable shown):\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -77,12 +87,20 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	get := func(n string) string { return strings.TrimSpace(*vals[n]) }
 	c := Config{
 		HTTPAddr: get("http-addr"), DataDir: get("data-dir"), NATSURL: get("nats-url"), NATSListen: get("nats-listen"),
+		NATSUser: get("nats-user"), NATSPassword: *vals["nats-password"], NATSCreds: get("nats-creds"),
 		DatabaseURL: get("database-url"), JWTSecret: get("jwt-secret"), JWKSURL: get("jwks-url"),
 		JWTIssuer: get("jwt-issuer"), JWTAudience: get("jwt-audience"),
 	}
 	var err error
 	if c.StreamReplicas, err = strconv.Atoi(get("stream-replicas")); err != nil || c.StreamReplicas < 1 || c.StreamReplicas > 5 {
 		return Config{}, fmt.Errorf("stream-replicas: want 1 to 5, got %q", get("stream-replicas"))
+	}
+	switch ls := get("log-sync"); ls {
+	case "always":
+		c.LogSyncAlways = true
+	case "interval":
+	default:
+		return Config{}, fmt.Errorf("log-sync: want 'always' or 'interval', got %q", ls)
 	}
 	switch rl := get("rate-limit"); rl {
 	case "auto":
@@ -107,6 +125,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if c.ShutdownGrace, err = time.ParseDuration(get("shutdown-grace")); err != nil {
 		return Config{}, fmt.Errorf("shutdown-grace: %w", err)
 	}
+	if c.RequestTimeout, err = time.ParseDuration(get("request-timeout")); err != nil || c.RequestTimeout <= 0 {
+		return Config{}, fmt.Errorf("request-timeout: want a positive duration, got %q", get("request-timeout"))
+	}
 	return c, c.Validate()
 }
 
@@ -117,6 +138,15 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" && (c.NATSURL == "" || c.DatabaseURL == "" || c.JWTSecret == "" && c.JWKSURL == "") {
 		return errors.New("data-dir is required unless NATS, PostgreSQL and token keys are all external")
+	}
+	if (c.NATSUser != "" || c.NATSPassword != "" || c.NATSCreds != "") && c.NATSURL == "" {
+		return errors.New("nats-user, nats-password and nats-creds are for an external NATS (nats-url); the embedded server's credentials are generated in the data directory")
+	}
+	if (c.NATSUser == "") != (c.NATSPassword == "") {
+		return errors.New("nats-user and nats-password go together")
+	}
+	if c.NATSUser != "" && c.NATSCreds != "" {
+		return errors.New("nats-creds replaces nats-user and nats-password: give one or the other")
 	}
 	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
 		return errors.New("jwt-secret must be at least 32 bytes")

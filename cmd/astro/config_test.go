@@ -43,6 +43,11 @@ func TestConfig(t *testing.T) {
 		{"short secret", map[string]string{"ASTRO_JWT_SECRET": "short"}, nil, false, 0},
 		{"bad replicas", nil, []string{"--stream-replicas", "9"}, false, 0},
 		{"bad log level", nil, []string{"--log-level", "loud"}, false, 0},
+		{"external NATS with a user", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_NATS_USER": "astro", "ASTRO_NATS_PASSWORD": "p"}, nil, true, 50},
+		{"external NATS with a creds file", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_NATS_CREDS": "/x.creds"}, nil, true, 50},
+		{"NATS user for the embedded server", map[string]string{"ASTRO_NATS_USER": "astro", "ASTRO_NATS_PASSWORD": "p"}, nil, false, 0},
+		{"NATS user without a password", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_NATS_USER": "astro"}, nil, false, 0},
+		{"NATS user and creds file", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_NATS_USER": "astro", "ASTRO_NATS_PASSWORD": "p", "ASTRO_NATS_CREDS": "/x.creds"}, nil, false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

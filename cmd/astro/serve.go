@@ -65,12 +65,21 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err := projections.Migrate(ctx, db); err != nil {
 		return err
 	}
-	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, Logger: log})
+	applied, err := appliedSeq(ctx, db)
+	if err != nil {
+		return err
+	}
+	// An empty stream created over a log the read models have seen would
+	// hide its loss: without the stream, Astro does not start.
+	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log})
+	if errors.Is(err, natslog.ErrStreamMissing) {
+		return fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
+	}
 	if err != nil {
 		return err
 	}
 
-	inboxes, err := commands.NewStore(evlog, evlog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: "inbox.v1", Logger: log})
+	inboxes, err := commands.NewStore(evlog, evlog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -80,11 +89,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	holidayStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: "holiday.v1", Logger: log})
+	holidayStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName, Logger: log})
 	if err != nil {
 		return err
 	}
-	resourceStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: "resource.v1", Logger: log})
+	resourceStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -120,6 +129,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	holidayCmds.LimitWorkspaces(holidayQueries, holidays.DefaultWorkspaceResourceDays)
+	resourceQueries, err := query.NewResources(ctx, db)
+	if err != nil {
+		return err
+	}
 	holidayHistory, err := history.NewHolidays(evlog)
 	if err != nil {
 		return err
@@ -140,10 +154,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	ready := func(ctx context.Context) error {
 		if !nc.IsConnected() {
-			return errors.New("NATS is not connected")
+			return logNotReady(errors.New("NATS is not connected"))
 		}
 		if err := evlog.Ping(ctx); err != nil {
-			return err
+			return logNotReady(err)
 		}
 		if err := db.PingContext(ctx); err != nil {
 			return fmt.Errorf("database: %w", err)
@@ -159,13 +173,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Verifier: verifier, Notifications: notify, NotificationQueries: notifQueries,
 		NotificationsProjected: notifRunner,
 		Holidays:               holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
+		Resources: resourceQueries, Log: evlog,
 		Idempotency: idem, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Now: now,
-		Ready: ready, Logger: log,
+		Ready: ready, Logger: log, RequestTimeout: cfg.RequestTimeout,
 	})
 	if err != nil {
 		return err
 	}
-	cmds, err := natscmd.New(nc, natscmd.Config{Notifications: notify, Logger: log})
+	cmds, err := natscmd.New(nc, natscmd.Config{Notifications: notify, Verifier: verifier, Idempotency: idem, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -177,10 +192,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	httpServer := &http.Server{
 		Handler:           apiServer,
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		ReadTimeout:       cfg.RequestTimeout,
+		WriteTimeout:      cfg.RequestTimeout + 5*time.Second, // the 503 of a request past its deadline still gets out
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    1 << 20, // the API refuses over 64 KiB itself, in the envelope
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
@@ -214,22 +229,43 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger, cleanup *[]f
 	opts := []nats.Option{nats.Name("astro"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Error("NATS", "err", err) }),
 	}
 	if cfg.NATSURL != "" {
+		if cfg.NATSUser != "" {
+			opts = append(opts, nats.UserInfo(cfg.NATSUser, cfg.NATSPassword))
+		}
+		if cfg.NATSCreds != "" {
+			opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
+		}
 		nc, err := nats.Connect(cfg.NATSURL, append(opts, nats.RetryOnFailedConnect(true))...)
 		if err != nil {
-			return nil, fmt.Errorf("connect to NATS at %s: %w", cfg.NATSURL, err)
+			return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(cfg.NATSURL), err)
 		}
 		*cleanup = append(*cleanup, func() { _ = nc.Drain() })
 		return nc, nil
 	}
-	srv, err := natsserver.Start(ctx, natsserver.Config{StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: cfg.NATSListen, Logger: log})
+	passwords, err := natsPasswords(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := natsserver.Start(ctx, natsserver.Config{
+		StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: cfg.NATSListen, SyncAlways: cfg.LogSyncAlways,
+		Passwords: passwords, ProtectedConsumers: protectedConsumers(), Logger: log,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
 	*cleanup = append(*cleanup, srv.Shutdown)
+	urlFile := filepath.Join(cfg.DataDir, natsURLFile)
 	if u := srv.ClientURL(); u != "" {
-		log.Info("embedded NATS accepts clients", "url", u)
+		if err := os.WriteFile(urlFile, []byte(u+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("embedded NATS: %w", err)
+		}
+		*cleanup = append(*cleanup, func() { _ = os.Remove(urlFile) })
+		log.Info("embedded NATS accepts clients with credentials (astro nats-credentials)", "url", u)
+	} else {
+		_ = os.Remove(urlFile) // a crashed run's
 	}
 	nc, err := srv.Connect(opts...)
 	if err != nil {

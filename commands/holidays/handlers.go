@@ -67,8 +67,19 @@ func cleanReason(v commands.Validation, reason *string) string {
 		v.Add("reason", "The reason is too long: at most 200 characters.")
 	case strings.ContainsFunc(r, func(c rune) bool { return c < 0x20 || c == 0x7f }):
 		v.Add("reason", "The reason must not contain control characters.")
+	case strings.ContainsFunc(r, bidiControl):
+		v.Add("reason", "The reason must not contain bidirectional control characters (U+202A to U+202E, U+2066 to U+2069).")
 	}
 	return r
+}
+
+// bidiControl reports the embedding, override and isolate controls of
+// Unicode's bidirectional algorithm: in a calendar label they make the text
+// shown differ from the text stored (U+202E shows "gnp.exe" as
+// "exe.png"). The implicit marks (U+200E, U+200F) change no order of
+// letters and stay allowed.
+func bidiControl(c rune) bool {
+	return c >= 0x202a && c <= 0x202e || c >= 0x2066 && c <= 0x2069
 }
 
 // Rename changes a holiday's reason, and nothing else.
@@ -84,25 +95,25 @@ type RenameHandler struct {
 	now      func() time.Time
 }
 
-// Handle renames; a lost race with another rename is decided again on the
-// newer state, so a valid rename never fails because another one won.
-func (h RenameHandler) Handle(ctx context.Context, cmd Rename) (commands.Result, error) {
+// Handle renames, and returns the holiday as renamed; a lost race with
+// another rename is decided again on the newer state, so a valid rename
+// never fails because another one won.
+func (h RenameHandler) Handle(ctx context.Context, cmd Rename) (Holiday, commands.Result, error) {
 	v := commands.Validation{}
 	if !events.ValidUUID(cmd.HolidayID) {
 		v.Add("id", "The id must be a GUID.")
 	}
 	reason := cleanReason(v, cmd.Reason)
 	if err := v.Err(); err != nil {
-		return commands.Result{}, err
+		return Holiday{}, commands.Result{}, err
 	}
 	id := strings.ToLower(cmd.HolidayID)
-	agg := holidayAggregate(id)
-	now := h.now().UTC()
-	return h.holidays.Execute(ctx, events.Subject(cmd.Caller.WorkspaceID, agg), func(hol *Holiday) ([]events.Event, error) {
+	var renamed Holiday
+	res, err := commands.Run(ctx, h.holidays, cmd.Caller, holidayAggregate(id), h.now().UTC(), func(hol *Holiday) ([]events.Payload, error) {
 		ps, err := hol.Rename(id, reason)
-		if err != nil || len(ps) == 0 {
-			return nil, err
-		}
-		return commands.NewEvents(cmd.Caller, now, agg, ps...)
+		renamed = *hol
+		renamed.Reason = reason
+		return ps, err
 	})
+	return renamed, res, err
 }

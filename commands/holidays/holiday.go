@@ -7,6 +7,13 @@ import (
 	"astro/events"
 )
 
+// Snapshot names of the holiday package's aggregates; a new state shape
+// gets a new name, so old snapshots are ignored instead of misread.
+const (
+	HolidaySnapshotName  = "holiday.v1"
+	ResourceSnapshotName = "resource.v1"
+)
+
 // Holiday is the state a holiday command is decided against.
 type Holiday struct {
 	Created     bool     `json:"created"`

@@ -53,12 +53,11 @@ func (h UpsertResourceHandler) Handle(ctx context.Context, cmd UpsertResource) (
 	want := Resource{Exists: true, Name: name, CountryCode: code, IsActive: cmd.IsActive, IsGuest: cmd.IsGuest}
 	upserted := events.ResourceUpserted{ResourceID: cmd.ResourceID, Name: name, CountryCode: code, IsActive: cmd.IsActive, IsGuest: cmd.IsGuest}
 	agg := events.Aggregate{Kind: events.KindResource, ID: cmd.ResourceID}
-	now := h.now().UTC()
-	res, err := h.resources.Execute(ctx, events.Subject(cmd.Caller.WorkspaceID, agg), func(r *Resource) ([]events.Event, error) {
+	res, err := commands.Run(ctx, h.resources, cmd.Caller, agg, h.now().UTC(), func(r *Resource) ([]events.Payload, error) {
 		if *r == want {
 			return nil, nil
 		}
-		return commands.NewEvents(cmd.Caller, now, agg, upserted)
+		return []events.Payload{upserted}, nil
 	})
 	return upserted, res, err
 }

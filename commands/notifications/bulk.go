@@ -19,11 +19,7 @@ func (h MarkAllReadHandler) Handle(ctx context.Context, cmd MarkAllRead) (time.T
 	var at time.Time
 	res, err := h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, now time.Time) ([]events.Payload, error) {
 		at = now
-		ids := in.Unread()
-		if len(ids) == 0 {
-			return nil, nil
-		}
-		return []events.Payload{events.AllNotificationsRead{RecipientID: cmd.Caller.UserID, NotificationIDs: ids, ReadDate: now}}, nil
+		return in.MarkAllRead(cmd.Caller.UserID, now), nil
 	})
 	return at, res, err
 }
@@ -37,10 +33,6 @@ type DeleteAllHandler struct{ deps }
 // Handle deletes them all; with none pending it appends nothing.
 func (h DeleteAllHandler) Handle(ctx context.Context, cmd DeleteAll) (commands.Result, error) {
 	return h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, _ time.Time) ([]events.Payload, error) {
-		ids := in.IDs()
-		if len(ids) == 0 {
-			return nil, nil
-		}
-		return []events.Payload{events.AllNotificationsDeleted{RecipientID: cmd.Caller.UserID, NotificationIDs: ids, Reason: events.ReasonBulk}}, nil
+		return in.DeleteAll(cmd.Caller.UserID), nil
 	})
 }

@@ -24,9 +24,6 @@ func (h DeleteHandler) Handle(ctx context.Context, cmd Delete) (commands.Result,
 		return commands.Result{}, err
 	}
 	return h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, _ time.Time) ([]events.Payload, error) {
-		if _, err := in.Pending(cmd.NotificationID); err != nil {
-			return nil, err
-		}
-		return []events.Payload{events.NotificationDeleted{NotificationID: cmd.NotificationID, RecipientID: cmd.Caller.UserID, Reason: events.ReasonUser}}, nil
+		return in.Delete(cmd.Caller.UserID, cmd.NotificationID)
 	})
 }

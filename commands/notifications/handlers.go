@@ -50,13 +50,7 @@ type deps struct {
 func (d deps) execute(ctx context.Context, c commands.Caller, recipient string, decide func(*Inbox, time.Time) ([]events.Payload, error)) (commands.Result, error) {
 	now := d.now().UTC().Truncate(time.Microsecond)
 	agg := events.Aggregate{Kind: events.KindInbox, ID: recipient}
-	return d.inboxes.Execute(ctx, events.Subject(c.WorkspaceID, agg), func(in *Inbox) ([]events.Event, error) {
-		ps, err := decide(in, now)
-		if err != nil || len(ps) == 0 {
-			return nil, err
-		}
-		return commands.NewEvents(c, now, agg, ps...)
-	})
+	return commands.Run(ctx, d.inboxes, c, agg, now, func(in *Inbox) ([]events.Payload, error) { return decide(in, now) })
 }
 
 // validID checks a notification id from a path.

@@ -24,17 +24,9 @@ func (h MarkReadHandler) Handle(ctx context.Context, cmd MarkRead) (time.Time, c
 		return time.Time{}, commands.Result{}, err
 	}
 	var readDate time.Time
-	res, err := h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, now time.Time) ([]events.Payload, error) {
-		it, err := in.Pending(cmd.NotificationID)
-		if err != nil {
-			return nil, err
-		}
-		if it.ReadDate != nil {
-			readDate = *it.ReadDate
-			return nil, nil
-		}
-		readDate = now
-		return []events.Payload{events.NotificationRead{NotificationID: cmd.NotificationID, RecipientID: cmd.Caller.UserID, ReadDate: now}}, nil
+	res, err := h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, now time.Time) (ps []events.Payload, err error) {
+		readDate, ps, err = in.MarkRead(cmd.Caller.UserID, cmd.NotificationID, now)
+		return ps, err
 	})
 	return readDate, res, err
 }

@@ -25,15 +25,8 @@ func (h MarkUnreadHandler) Handle(ctx context.Context, cmd MarkUnread) (time.Tim
 	}
 	var at time.Time
 	res, err := h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, now time.Time) ([]events.Payload, error) {
-		it, err := in.Pending(cmd.NotificationID)
-		if err != nil {
-			return nil, err
-		}
 		at = now
-		if it.ReadDate == nil {
-			return nil, nil
-		}
-		return []events.Payload{events.NotificationUnread{NotificationID: cmd.NotificationID, RecipientID: cmd.Caller.UserID}}, nil
+		return in.MarkUnread(cmd.Caller.UserID, cmd.NotificationID)
 	})
 	return at, res, err
 }

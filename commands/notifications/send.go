@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"astro/commands"
+	"astro/commands/storable"
 	"astro/events"
 )
 
@@ -61,7 +62,7 @@ func (h SendHandler) Handle(ctx context.Context, cmd Send) (events.NotificationS
 		}
 		if cmd.Caller.IdempotencyKey != "" {
 			sent.NotificationID = events.NameID(cmd.Caller.WorkspaceID, cmd.Caller.UserID, cmd.Caller.IdempotencyKey, "notification")
-			if _, err := in.Pending(sent.NotificationID); err == nil {
+			if in.Has(sent.NotificationID) {
 				return nil, nil // delivered by an earlier attempt of this request
 			}
 		}
@@ -100,8 +101,9 @@ func (cmd *Send) validate() error {
 		v.Add("data", "The data is too large: at most 16 KiB.")
 	} else if d[0] != '{' || !json.Valid(d) {
 		v.Add("data", "The data must be a JSON object.")
-	} else if bytes.Contains(d, []byte(`\u0000`)) {
-		v.Add("data", "The data must not contain NUL characters (\\u0000).")
+	} else if problems := storable.Check(d); len(problems) > 0 {
+		// The raw bytes: over NATS nothing checked them before.
+		v.Add("data", problems[0].Message)
 	} else {
 		cmd.Data = d
 	}

@@ -13,23 +13,40 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"astro/commands"
 	"astro/events"
 )
 
 // Config names the log's streams. Zero values take the defaults.
 type Config struct {
-	Stream          string        // default "ASTRO_EVENTS"
-	SnapshotBucket  string        // default "ASTRO_SNAPSHOTS"
-	ParkedStream    string        // default "ASTRO_PARKED": events projectors could not apply
-	Replicas        int           // default 1; 3 on a cluster
-	DuplicateWindow time.Duration // default 10m: how long a retried append is recognised by id
+	Stream         string // default "ASTRO_EVENTS"
+	SnapshotBucket string // default "ASTRO_SNAPSHOTS"
+	ParkedStream   string // default "ASTRO_PARKED": events projectors could not apply
+	Replicas       int    // default 1; 3 on a cluster
+	// DuplicateWindow is how long a retried append is recognised by id.
+	// Default 1m: an append is retried for as long as its request lives
+	// (30 s at most); a client's later retry is recognised by its
+	// Idempotency-Key, and decisions themselves never repeat an effect (a
+	// delivered id is not delivered again, a deleted notification is not
+	// found). The server keeps every id of the window in memory, about
+	// 150 bytes each: at 3,000 appends a second, a minute is 27 MB.
+	DuplicateWindow time.Duration
 	// AttemptTimeout bounds one publish; Append retries until its ctx ends.
 	AttemptTimeout time.Duration // default 5s
+	// RetryFor bounds Append's retries of an unreachable log (a reconnect,
+	// a leader election): past it, Append fails with ErrUnreachable, since
+	// a prompt failure serves the caller better than a hang.
+	RetryFor time.Duration // default 5s
 	// Bind uses the streams as they are and creates or changes nothing:
 	// for tools (audits, tails) that must never reconfigure a running log.
-	Bind   bool
-	Logger *slog.Logger
+	Bind bool
+	// MustExist refuses to create the event stream: Open fails with
+	// ErrStreamMissing instead. For a log that is known to have existed.
+	MustExist bool
+	// EventsOnly, with Bind, binds the event stream alone: what a
+	// downstream consumer's credentials reach. Snapshots and parked events
+	// are then unavailable.
+	EventsOnly bool
+	Logger     *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -46,10 +63,13 @@ func (c *Config) defaults() {
 		c.Replicas = 1
 	}
 	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 10 * time.Minute
+		c.DuplicateWindow = time.Minute
 	}
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = 5 * time.Second
+	}
+	if c.RetryFor == 0 {
+		c.RetryFor = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -78,6 +98,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w", cfg.Stream, err)
 		}
+		if cfg.EventsOnly {
+			return &Log{cfg: cfg, nc: nc, js: js, stream: stream}, nil
+		}
 		parked, err := js.Stream(ctx, cfg.ParkedStream)
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w", cfg.ParkedStream, err)
@@ -87,6 +110,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 			return nil, fmt.Errorf("bucket %s: %w", cfg.SnapshotBucket, err)
 		}
 		return &Log{cfg: cfg, nc: nc, js: js, stream: stream, parked: parked, snaps: snaps}, nil
+	}
+	if cfg.MustExist {
+		if _, err := js.Stream(ctx, cfg.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("stream %s: %w", cfg.Stream, ErrStreamMissing)
+		} else if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", cfg.Stream, err)
+		}
 	}
 	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.Stream,
@@ -136,10 +166,21 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 // Ping asks the event stream itself, not just the connection: during a
 // leader election on a cluster the connection is up but appends fail.
 func (l *Log) Ping(ctx context.Context) error {
-	if _, err := l.stream.Info(ctx); err != nil {
+	if _, err := l.stream.Info(ctx); errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("event stream %s: %w", l.cfg.Stream, ErrStreamMissing)
+	} else if err != nil {
 		return fmt.Errorf("event stream %s: %w", l.cfg.Stream, err)
 	}
 	return nil
+}
+
+// missing reports whether the event stream is known to be gone. A failure
+// to find out is not an answer: the append goes on retrying.
+func (l *Log) missing(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
+	defer cancel()
+	_, err := l.stream.Info(ctx)
+	return errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // JetStream returns the JetStream context, for consumers of the log.
@@ -162,14 +203,16 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs [
 	}
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
 
+	retryCtx, cancel := context.WithTimeout(ctx, l.cfg.RetryFor)
+	defer cancel()
 	wait := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		last, err := l.publish(ctx, msgs)
+		last, err := l.publish(retryCtx, msgs)
 		switch {
 		case err == nil:
 			return last, nil
 		case errors.Is(err, errDuplicate):
-			return last, fmt.Errorf("append to %s: %w", subject, commands.ErrAlreadyAppended)
+			return last, fmt.Errorf("append to %s: %w", subject, events.ErrAlreadyAppended)
 		case isWrongLastSeq(err) || isDuplicateInBatch(err):
 			// Our own earlier attempt may be what moved the subject on: a
 			// single message is refused for its expected sequence, a batch
@@ -181,16 +224,26 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs [
 			}
 			if isDuplicateInBatch(err) {
 				// Not right after expected: an older append of these ids.
-				return 0, fmt.Errorf("append to %s: %w", subject, commands.ErrAlreadyAppended)
+				return 0, fmt.Errorf("append to %s: %w", subject, events.ErrAlreadyAppended)
 			}
-			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, commands.ErrConflict)
+			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, events.ErrConflict)
 		case !retryable(err):
 			return 0, fmt.Errorf("append to %s: %w", subject, err)
+		case errors.Is(err, nats.ErrNoResponders) && l.missing(ctx):
+			// Nothing stores the subject because the stream is gone:
+			// waiting will not bring it back, and recreating it is not
+			// ours to do (an empty log would hide the loss).
+			l.cfg.Logger.Error("event stream missing: appends fail until it is restored", "stream", l.cfg.Stream, "subject", subject)
+			return 0, fmt.Errorf("append to %s: %w", subject, ErrStreamMissing)
 		}
 		l.cfg.Logger.Warn("append failed, retrying", "subject", subject, "attempt", attempt, "err", err)
 		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("append to %s: %w (last error: %v)", subject, ctx.Err(), err)
+		case <-retryCtx.Done():
+			if ctx.Err() != nil {
+				return 0, fmt.Errorf("append to %s: %w (last error: %v)", subject, ctx.Err(), err)
+			}
+			l.cfg.Logger.Error("event log unreachable: append given up", "subject", subject, "after", l.cfg.RetryFor, "err", err)
+			return 0, fmt.Errorf("append to %s: %w for %v (last error: %v)", subject, ErrUnreachable, l.cfg.RetryFor, err)
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, time.Second)
@@ -260,6 +313,30 @@ func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, evs 
 	}
 	// An atomic batch is stored contiguously.
 	return m.Sequence + uint64(len(evs)) - 1, true, nil
+}
+
+// LastSeq returns the sequence of the last event on subject, which may
+// hold wildcards (every holiday of a workspace), or 0 when there is none.
+// It is one direct get on a single-replica stream: the cheap question a
+// read asks before it trusts a read model.
+func (l *Log) LastSeq(ctx context.Context, subject string) (uint64, error) {
+	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last sequence of %s: %w", subject, err)
+	}
+	return m.Sequence, nil
+}
+
+// Position returns the sequence of the last event in the log.
+func (l *Log) Position(ctx context.Context) (uint64, error) {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("event stream %s: %w", l.cfg.Stream, err)
+	}
+	return info.State.LastSeq, nil
 }
 
 // Read implements commands.Log.
@@ -337,6 +414,14 @@ func (s Snapshots) Save(ctx context.Context, key string, seq uint64, data []byte
 	_, err := s.kv.Put(ctx, key, append(v, data...))
 	return err
 }
+
+// ErrUnreachable is an append that found no working log for
+// Config.RetryFor. It may still have happened.
+var ErrUnreachable = errors.New("event log unreachable")
+
+// ErrStreamMissing is the event stream gone from the server (deleted, or a
+// server that never had it). Astro never recreates it on its own.
+var ErrStreamMissing = errors.New("event stream missing")
 
 // errDuplicate: the server dropped the message as a duplicate of one in
 // its window.

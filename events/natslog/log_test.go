@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"astro/commands"
 	"astro/events"
 	"astro/events/natslog"
 	"astro/events/natstest"
@@ -102,7 +101,7 @@ func TestAppendConflict(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := l.Append(ctx, subj, tc.expected, tc.evs)
-			if !errors.Is(err, commands.ErrConflict) {
+			if !errors.Is(err, events.ErrConflict) {
 				t.Fatalf("got %v, want ErrConflict", err)
 			}
 		})
@@ -218,7 +217,7 @@ func TestAppendOfOldIDsIsAlreadyAppended(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, evs := range map[string][]events.Event{"single": single, "batch": batch} {
-		if _, err := l.Append(ctx, subj, s4, evs); !errors.Is(err, commands.ErrAlreadyAppended) {
+		if _, err := l.Append(ctx, subj, s4, evs); !errors.Is(err, events.ErrAlreadyAppended) {
 			t.Fatalf("%s: got %v, want ErrAlreadyAppended", name, err)
 		}
 	}

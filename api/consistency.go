@@ -1,0 +1,120 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// Consistency tokens. Every write answers with the log position of what it
+// did (HeaderPosition). A read needs no token: it asks the log for the last
+// position of the aggregates it shows and waits until the read model has
+// applied it, so it reflects every write answered before it began, the
+// caller's or anyone's, on any instance. A client may still send a
+// position back (HeaderMinPosition) to read at least at it, as clients of
+// event-sourced APIs expect; it is always met, and checked.
+const (
+	HeaderPosition    = "X-Astro-Position"
+	HeaderMinPosition = "X-Astro-Min-Position"
+)
+
+// Positions tells where the log is.
+type Positions interface {
+	// LastSeq is the sequence of the last event on subject (wildcards
+	// allowed), 0 when there is none.
+	LastSeq(ctx context.Context, subject string) (uint64, error)
+	// Position is the sequence of the last event in the log.
+	Position(ctx context.Context) (uint64, error)
+}
+
+func setPosition(w http.ResponseWriter, seq uint64) {
+	w.Header().Set(HeaderPosition, strconv.FormatUint(seq, 10))
+}
+
+// lastSeq is the log position of the newest event on any of subjects.
+func (s *Server) lastSeq(r *http.Request, subjects ...string) (uint64, error) {
+	var last uint64
+	for _, subj := range subjects {
+		seq, err := s.cfg.Log.LastSeq(r.Context(), subj)
+		if err != nil {
+			return 0, unavailable(err)
+		}
+		last = max(last, seq)
+	}
+	return last, nil
+}
+
+// await waits, bounded, until read model m has applied log position pos,
+// the last event of what the read shows. Past the bound it answers 503
+// with Retry-After: the read model is behind, and a moment will do.
+//
+// A position the client asks for needs no wait of its own: every event
+// that changes what the read shows is at or before pos, so the read model
+// at pos shows that data as it is at any later position. It is checked,
+// though: a position the log has not reached cannot come from a write.
+func (s *Server) await(w http.ResponseWriter, r *http.Request, m Waiter, pos uint64) error {
+	min, err := minPosition(r)
+	if err != nil {
+		return err
+	}
+	if min > pos {
+		last, err := s.cfg.Log.Position(r.Context())
+		if err != nil {
+			return unavailable(err)
+		}
+		if min > last {
+			return commands.Invalid(map[string][]string{HeaderMinPosition: {"The log has no such position yet."}})
+		}
+	}
+	if pos == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadYourWrites)
+	defer cancel()
+	if err := m.WaitFor(ctx, pos); err != nil {
+		w.Header().Set("Retry-After", "1")
+		return &commands.Error{Code: commands.EUnavailable, Message: "The data is still being updated; try again in a moment.", Err: err}
+	}
+	return nil
+}
+
+// minPosition is the position the client asked to read at, 0 if none.
+func minPosition(r *http.Request) (uint64, error) {
+	v := strings.TrimSpace(r.Header.Get(HeaderMinPosition))
+	if v == "" {
+		return 0, nil
+	}
+	min, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, commands.Invalid(map[string][]string{HeaderMinPosition: {"The position must be a whole number, as a write's " + HeaderPosition + " header gave it."}})
+	}
+	return min, nil
+}
+
+// fresh makes read model m reflect every event on subjects (and the
+// position the client asked for) before a read.
+func (s *Server) fresh(w http.ResponseWriter, r *http.Request, m Waiter, subjects ...string) error {
+	pos, err := s.lastSeq(r, subjects...)
+	if err != nil {
+		return err
+	}
+	return s.await(w, r, m, pos)
+}
+
+func unavailable(err error) error {
+	return &commands.Error{Code: commands.EUnavailable, Message: "The service is temporarily unavailable; try again.", Err: err}
+}
+
+func inboxSubject(c commands.Caller) string {
+	return events.Subject(c.WorkspaceID, events.Aggregate{Kind: events.KindInbox, ID: c.UserID})
+}
+
+// workspaceSubjects are the subjects of every aggregate of kind in the
+// caller's workspace.
+func workspaceSubjects(c commands.Caller, kind string) string {
+	return events.Subject(c.WorkspaceID, events.Aggregate{Kind: kind, ID: "*"})
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"testing"
+)
+
+// TestWritesOnOneInstanceAreReadOnAnother runs two instances on one log and
+// one database, writes on one and reads on the other at once, 1,000 times:
+// a read never misses an answered write, whichever instance answered it,
+// and the client sends no token for that.
+func TestWritesOnOneInstanceAreReadOnAnother(t *testing.T) {
+	a := startService(t)
+	env := maps.Clone(a.env)
+	env["ASTRO_DATA_DIR"] = t.TempDir()
+	b := startWithEnv(t, env)
+
+	svc, alice := sender(t, "w1"), token(t, "alice", "w1")
+	upstream := token(t, "hr-sync", "w1", "resources:write")
+	h := a.createHoliday(alice, map[string]any{"reason": "Day 0", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"})
+
+	var sent []string
+	unread, resources := 0, 0
+	for i := range 1000 {
+		write, read := a, b
+		if i%2 == 1 {
+			write, read = b, a
+		}
+		switch i % 10 {
+		case 3: // a mark read, seen in the count
+			write.call("POST", "/api/data/notifications/"+sent[len(sent)-1]+"/markread", alice, nil).want(t, 200)
+			unread--
+		case 7: // a rename, seen in the holiday
+			reason := fmt.Sprint("Day ", i)
+			write.call("PUT", "/api/data/holidays/"+h.ID, alice, map[string]any{"reason": reason}).want(t, 200)
+			if got := read.holiday(alice, h.ID); got.Reason != reason {
+				t.Fatalf("write %d: read %q on the other instance, want %q", i, got.Reason, reason)
+			}
+		case 9: // a resource, seen in the holiday's scope
+			write.upsertResource(upstream, "r"+strconv.Itoa(i), "GB", true, false)
+			resources++
+			if got := read.holiday(alice, h.ID); len(got.Resources) != resources {
+				t.Fatalf("write %d: %d resources in scope on the other instance, want %d", i, len(got.Resources), resources)
+			}
+		default:
+			sent = append(sent, write.send(svc, "alice", "bob", "task").ID)
+			unread++
+		}
+		if got := read.unread(alice); got != unread {
+			t.Fatalf("write %d: unread %d on the other instance, want %d", i, got, unread)
+		}
+	}
+}
+
+func TestPositionTokens(t *testing.T) {
+	s := startService(t)
+	svc, alice := sender(t, "w1"), token(t, "alice", "w1")
+	position := func(e envelope) uint64 {
+		t.Helper()
+		p, err := strconv.ParseUint(e.Header.Get("X-Astro-Position"), 10, 64)
+		if err != nil {
+			t.Fatalf("X-Astro-Position %q: %v", e.Header.Get("X-Astro-Position"), err)
+		}
+		return p
+	}
+	body := map[string]any{"recipientId": "alice", "senderId": "bob", "notificationType": "task"}
+	first := position(s.call("POST", sendPath, svc, body).want(t, 200))
+	second := s.call("POST", sendPath, svc, body).want(t, 200)
+	if position(second) <= first {
+		t.Fatalf("positions %d then %d: not increasing", first, position(second))
+	}
+	var sent notificationDto
+	second.decode(t, &sent)
+	read := s.call("POST", "/api/data/notifications/"+sent.ID+"/markread", alice, nil).want(t, 200)
+	again := s.call("POST", "/api/data/notifications/"+sent.ID+"/markread", alice, nil).want(t, 200)
+	if position(again) != position(read) {
+		t.Fatalf("a no-op answered position %d, want the inbox's %d", position(again), position(read))
+	}
+
+	tests := []struct {
+		name, min string
+		status    int
+	}{
+		{"a write's position", strconv.FormatUint(position(read), 10), 200},
+		{"an older one", "1", 200},
+		{"none yet in the log", strconv.FormatUint(position(read)+1000, 10), 400},
+		{"not a number", "soon", 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, path := range []string{"/api/data/notifications/unreadcount", "/api/data/notifications", "/api/data/holidays/global"} {
+				e := s.call("GET", path, alice, nil, "X-Astro-Min-Position", tt.min).want(t, tt.status)
+				if tt.status == 400 && len(e.Error.ValidationErrors["X-Astro-Min-Position"]) == 0 {
+					t.Fatalf("%s: no validation error for the header: %s", path, e.raw)
+				}
+			}
+		})
+	}
+	if n := s.unread(alice); n != 1 {
+		t.Fatalf("unread %d, want 1", n)
+	}
+}
