@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -141,7 +140,7 @@ func (s *Server) getHoliday(w http.ResponseWriter, r *http.Request, c commands.C
 		}
 		return s.cfg.HolidayHistory.AsOf(r.Context(), c.WorkspaceID, id, at)
 	}
-	holiday := events.Subject(c.WorkspaceID, events.Aggregate{Kind: events.KindHoliday, ID: strings.ToLower(id)})
+	holiday := events.Subject(c.WorkspaceID, events.Aggregate{Kind: events.KindHoliday, ID: id})
 	if err := s.fresh(w, r, s.cfg.HolidaysProjected, holiday, workspaceSubjects(c, events.KindResource)); err != nil {
 		return nil, err
 	}
@@ -151,6 +150,11 @@ func (s *Server) getHoliday(w http.ResponseWriter, r *http.Request, c commands.C
 func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
 	var req createHolidayRequest
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	// The workspace's holiday budget is counted in the read model: it
+	// must hold every holiday created before this one.
+	if err := s.fresh(w, r, s.cfg.HolidaysProjected, workspaceSubjects(c, events.KindHoliday)); err != nil {
 		return err
 	}
 	scope, err := s.scope(w, r, c)
@@ -187,7 +191,7 @@ func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprou
 		return err
 	}
 	setPosition(w, res.Seq)
-	writeOK(w, holidayDetail(strings.ToLower(id), h, scope))
+	writeOK(w, holidayDetail(id, h, scope))
 	return nil
 }
 

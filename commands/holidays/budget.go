@@ -26,8 +26,9 @@ type WorkspaceBudget interface {
 
 // LimitWorkspaces makes Create refuse (422) a people holiday that would
 // take its workspace over max resource-days. The count is read from the
-// read model, which every earlier create of the caller is reflected in
-// before it answers; concurrent creates of one workspace may each pass, so
+// read model, which the API brings up to the workspace's last holiday
+// event before a create, so every create answered before is counted;
+// concurrent creates of one workspace may each pass, so
 // the bound can be passed by what is in flight at once (at most 8 requests
 // of a workspace run at a time, each at most 366,000 resource-days).
 func (h *Handlers) LimitWorkspaces(b WorkspaceBudget, max int64) {
