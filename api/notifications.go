@@ -63,17 +63,17 @@ func (s *Server) notificationRoutes() {
 			return notFoundRoute(r)
 		}
 		at, res, err := s.cfg.Notifications.MarkAllRead.Handle(r.Context(), notifications.MarkAllRead{Caller: c})
-		return s.answerTimestamp(w, r, at, res, err)
+		return answerTimestamp(w, at, res, err)
 	}))
 	rt.POST(base+"/:name/:action", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		id := p.ByName("name")
 		switch p.ByName("action") {
 		case "markread":
 			at, res, err := s.cfg.Notifications.MarkRead.Handle(r.Context(), notifications.MarkRead{Caller: c, NotificationID: id})
-			return s.answerTimestamp(w, r, at, res, err)
+			return answerTimestamp(w, at, res, err)
 		case "markunread":
 			at, res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
-			return s.answerTimestamp(w, r, at, res, err)
+			return answerTimestamp(w, at, res, err)
 		}
 		return notFoundRoute(r)
 	}))
@@ -83,14 +83,14 @@ func (s *Server) notificationRoutes() {
 			return notFoundRoute(r)
 		}
 		res, err := s.cfg.Notifications.DeleteAll.Handle(r.Context(), notifications.DeleteAll{Caller: c})
-		return s.answerEmpty(w, r, res, err)
+		return answerEmpty(w, res, err)
 	}))
 	rt.DELETE(base+"/:name/:id", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		if p.ByName("name") != "delete" {
 			return notFoundRoute(r)
 		}
 		res, err := s.cfg.Notifications.Delete.Handle(r.Context(), notifications.Delete{Caller: c, NotificationID: p.ByName("id")})
-		return s.answerEmpty(w, r, res, err)
+		return answerEmpty(w, res, err)
 	}))
 }
 
@@ -207,7 +207,7 @@ func SentDto(e events.NotificationSent) query.NotificationDto {
 	}
 }
 
-func (s *Server) answerTimestamp(w http.ResponseWriter, r *http.Request, at time.Time, res commands.Result, err error) error {
+func answerTimestamp(w http.ResponseWriter, at time.Time, res commands.Result, err error) error {
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (s *Server) answerTimestamp(w http.ResponseWriter, r *http.Request, at time
 	return nil
 }
 
-func (s *Server) answerEmpty(w http.ResponseWriter, r *http.Request, res commands.Result, err error) error {
+func answerEmpty(w http.ResponseWriter, res commands.Result, err error) error {
 	if err != nil {
 		return err
 	}

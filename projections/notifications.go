@@ -92,7 +92,7 @@ type batch struct {
 	p      *Notifications
 	tx     *sqlx.Tx
 	run    string // event type of the pending run
-	cols   [10][]string
+	cols   [8][]string
 	data   []sql.NullString
 	seq    []int64
 	counts map[inboxKey]*countDelta
@@ -212,7 +212,7 @@ func (b *batch) flush(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	b.run, b.cols, b.data, b.seq = "", [10][]string{}, nil, nil
+	b.run, b.cols, b.data, b.seq = "", [8][]string{}, nil, nil
 	return nil
 }
 

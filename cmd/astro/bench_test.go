@@ -27,11 +27,7 @@ import (
 // PostgreSQL round trip against the servers the service uses.
 func baselines(b *testing.B, s *service, n int) (publish, roundTrip time.Duration) {
 	b.Helper()
-	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connectNATS()
 	js, _ := nc.JetStream()
 	if _, err := js.AddStream(&nats.StreamConfig{Name: "BASELINE", Subjects: []string{"baseline.>"}}); err != nil {
 		b.Fatal(err)

@@ -57,11 +57,7 @@ func TestRefusedAtTheDoor(t *testing.T) {
 	}
 	// Over NATS the body is read without the HTTP decoder: data is checked
 	// by the command itself.
-	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connectNATS()
 	for _, data := range []string{`{"x":"\ud800"}`, `{"x":1e999999}`, `{"x":1,"x":2}`, "{\"x\":\"\xff\"}"} {
 		msg := nats.NewMsg(natscmd.SendSubject)
 		msg.Data = []byte(`{"workspaceId":"w1",` + send[1:] + `"data":` + data + `}`)

@@ -14,11 +14,7 @@ import (
 // reused with another request, or on the other transport, answers 422.
 func TestIdempotencyKeyAcrossTransports(t *testing.T) {
 	s := startService(t)
-	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connectNATS()
 	svc := token(t, "svc", "w1", "notifications:send")
 	const body = `{"recipientId":"alice","senderId":"svc","notificationType":"t","subject":"first"}`
 	overNATS := func(key, body string) envelope {

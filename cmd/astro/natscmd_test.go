@@ -13,11 +13,7 @@ import (
 
 func TestSendOverNATS(t *testing.T) {
 	s := startService(t)
-	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connectNATS()
 	svc := token(t, "svc", "w1", "notifications:send")
 	request := func(tok, body string) envelope {
 		t.Helper()
@@ -27,15 +23,7 @@ func TestSendOverNATS(t *testing.T) {
 		if tok != "" {
 			msg.Header.Set("Authorization", "Bearer "+tok)
 		}
-		resp, err := nc.RequestMsg(msg, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var env envelope
-		if err := json.Unmarshal(resp.Data, &env); err != nil {
-			t.Fatalf("reply is not an envelope: %s", resp.Data)
-		}
-		return env
+		return natsRequest(t, nc, msg)
 	}
 	env := request(svc, `{"recipientId":"alice","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`)
 	if !env.Success || env.StatusCode != "OK" {
@@ -81,11 +69,7 @@ func TestSendOverNATS(t *testing.T) {
 // HTTP: the token decides who sends and into which workspace.
 func TestNATSCommandAuthorization(t *testing.T) {
 	s := startService(t)
-	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connectNATS()
 	const body = `{"recipientId":"victim","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`
 	cases := []struct {
 		name, authorization, body, status string

@@ -153,6 +153,18 @@ func (s *service) waitReady() {
 	}
 }
 
+// connectNATS connects to the service's NATS server with its full rights,
+// as the service itself does; closed when the test ends.
+func (s *service) connectNATS() *nats.Conn {
+	s.t.Helper()
+	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(nc.Close)
+	return nc
+}
+
 // token signs a token for user in workspace with scopes.
 func token(t testing.TB, user, ws string, scopes ...string) string {
 	t.Helper()

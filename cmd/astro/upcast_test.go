@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/events"
@@ -113,11 +112,7 @@ func TestUpcastHolidayCreatedV1(t *testing.T) {
 // subject sequence 0 an append of a new aggregate carries.
 func appendV1(t *testing.T, s *service, id, data string) {
 	t.Helper()
-	nc, err := nats.Connect(s.env["ASTRO_NATS_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := s.connectNATS()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
