@@ -314,14 +314,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		return commands.Errorf(commands.EInvalid, "The body is not valid JSON: unexpected data after the object.")
 	}
 	// encoding/json took in silence what the read model would refuse.
-	if problems := storable.Check(body); len(problems) > 0 {
-		v := commands.Validation{}
-		for _, p := range problems {
-			v.Add(p.Field, p.Message)
-		}
-		return v.Err()
-	}
-	return nil
+	return storable.Err(body)
 }
 
 // readBody reads the whole body, up to the limit.

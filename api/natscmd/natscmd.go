@@ -105,17 +105,14 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 	}
 	if err == nil {
 		var msg sendMessage
+		unstorable := storable.Err(m.Data)
 		switch {
 		case len(bytes.TrimSpace(m.Data)) == 0 || bytes.TrimSpace(m.Data)[0] != '{' || json.Unmarshal(m.Data, &msg) != nil:
 			err = commands.Errorf(commands.EInvalid, "The message is not a valid JSON object.")
-		case len(storable.Check(m.Data)) > 0:
+		case unstorable != nil:
 			// What the HTTP API refuses at its door, for the same reason:
 			// encoding/json would take it and the read model would not.
-			v := commands.Validation{}
-			for _, p := range storable.Check(m.Data) {
-				v.Add(p.Field, p.Message)
-			}
-			err = v.Err()
+			err = unstorable
 		case msg.WorkspaceID != "" && msg.WorkspaceID != caller.WorkspaceID:
 			// The token decides the workspace; a field naming another one
 			// is a client bug or an attempt, and never acted on.

@@ -12,6 +12,9 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"astro/commands"
+	"astro/events"
 )
 
 // A number must also fit a 64-bit float: clients decode JSON numbers into
@@ -352,4 +355,25 @@ func (c *checker) number() {
 	if fracDigits-e > maxScale || intDigits+e-zeros > maxIntegerDigits {
 		c.report(MsgNumber)
 	}
+}
+
+// Err is Check's problems as a validation error (nil when there are
+// none), each under its top-level field, or under "body" when the field's
+// name is not a plain name (1 to 64 letters, digits, '-' or '_'): a key the
+// client made up is echoed back only when it can be told apart from the
+// path syntax of the error's schema (a key such as "00.0" breaks it).
+func Err(doc []byte) error {
+	problems := Check(doc)
+	if len(problems) == 0 {
+		return nil
+	}
+	v := commands.Validation{}
+	for _, p := range problems {
+		field := p.Field
+		if !events.ValidToken(field) {
+			field = "body"
+		}
+		v.Add(field, p.Message)
+	}
+	return v.Err()
 }

@@ -2,10 +2,12 @@ package storable_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 
+	"astro/commands"
 	"astro/commands/storable"
 	"astro/projections/pgtest"
 )
@@ -93,5 +95,24 @@ func TestCheckAgreesWithPostgreSQL(t *testing.T) {
 		case err == nil && !c.strict && !strings.Contains(c.doc, `":1,"`) && !strings.Contains(c.doc, `"subject":"a","subject"`):
 			t.Errorf("%.80q: Check refuses, PostgreSQL takes it as %.80q", c.doc, back)
 		}
+	}
+}
+
+func TestErrKeysProblemsByPlainFieldNames(t *testing.T) {
+	tests := []struct {
+		doc, field string
+	}{
+		{`{"subject":"\ud800"}`, "subject"},
+		{`{"00.0":{"":"\ud800"}}`, "body"},
+		{`{"a b":"\u0000"}`, "body"},
+	}
+	for _, tt := range tests {
+		var e *commands.Error
+		if err := storable.Err([]byte(tt.doc)); !errors.As(err, &e) || len(e.Fields[tt.field]) != 1 || len(e.Fields) != 1 {
+			t.Errorf("%s: %v, want one problem under %q", tt.doc, err, tt.field)
+		}
+	}
+	if err := storable.Err([]byte(`{"subject":"fine"}`)); err != nil {
+		t.Errorf("a storable document: %v", err)
 	}
 }
