@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"astro/api/idempotency"
 	"astro/commands"
 	"astro/commands/notifications"
 	"astro/events"
@@ -194,9 +197,64 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ http
 	if err != nil {
 		return err
 	}
+	dto, err := s.sends.Answer(r.Context(), c, sent, res)
+	if err != nil {
+		return err
+	}
 	setPosition(w, res.Seq)
-	writeOK(w, SentDto(sent))
+	writeOK(w, dto)
 	return nil
+}
+
+// SendAnswers answers sends on every transport.
+type SendAnswers struct {
+	Queries   *query.Notifications
+	Projected Waiter
+	Wait      time.Duration // longest wait for the read model
+}
+
+// Answer is the answer to a send that returned sent and res. A new
+// notification is answered from the event. One delivered before under the
+// same Idempotency-Key, whose record has gone (expired, or given up when
+// the store was full), is answered as it was stored if this request asks
+// for exactly that, and refused as any reused key is otherwise: echoing
+// this request would show content the user never got.
+func (a SendAnswers) Answer(ctx context.Context, c commands.Caller, sent events.NotificationSent, res commands.Result) (query.NotificationDto, error) {
+	if len(res.Events) > 0 {
+		return SentDto(sent), nil
+	}
+	wait, cancel := context.WithTimeout(ctx, a.Wait)
+	defer cancel()
+	if err := a.Projected.WaitFor(wait, res.Seq); err != nil {
+		return query.NotificationDto{}, &commands.Error{Code: commands.EUnavailable, Message: "The data is still being updated; try again in a moment.", Err: err}
+	}
+	stored, found, err := a.Queries.Get(ctx, c.WorkspaceID, sent.RecipientID, sent.NotificationID)
+	switch {
+	case err != nil:
+		return query.NotificationDto{}, unavailable(err)
+	case !found:
+		// The inbox holds it and the read model, caught up, does not:
+		// the event was parked. Nothing a retry of this request fixes.
+		return query.NotificationDto{}, commands.Errorf(commands.EUnprocessable, "This Idempotency-Key was already used for a notification that cannot be shown.")
+	case !sameContent(stored, sent):
+		return query.NotificationDto{}, IdempotencyError(idempotency.ErrMismatch)
+	}
+	return stored, nil
+}
+
+// sameContent reports whether stored is what sent asks to deliver. The
+// read model keeps data as jsonb, which reorders keys and drops spaces, so
+// data compares as values.
+func sameContent(stored query.NotificationDto, sent events.NotificationSent) bool {
+	if stored.SenderID != sent.SenderID || stored.NotificationType != sent.NotificationType ||
+		stored.Subject != sent.Subject || stored.Message != sent.Message {
+		return false
+	}
+	if len(stored.Data) == 0 || len(sent.Data) == 0 {
+		return len(stored.Data) == len(sent.Data)
+	}
+	var a, b any
+	return json.Unmarshal(stored.Data, &a) == nil && json.Unmarshal(sent.Data, &b) == nil && reflect.DeepEqual(a, b)
 }
 
 // SentDto is the NotificationDto of a notification just sent.

@@ -93,6 +93,7 @@ type Server struct {
 	limiter *limiter // nil: no rate limit
 	slots   *slots
 	tokens  *tokenCache
+	sends   SendAnswers
 }
 
 // New builds the server and its routes.
@@ -125,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second)}
+	s.sends = SendAnswers{Queries: cfg.NotificationQueries, Projected: cfg.NotificationsProjected, Wait: cfg.ReadYourWrites}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), cfg.Now)
 	}

@@ -58,7 +58,7 @@ type Counts struct {
 
 // Notifications reads the notifications read model.
 type Notifications struct {
-	page, counts, seqOf *sqlx.Stmt
+	page, counts, seqOf, one *sqlx.Stmt
 	// cached counts by workspace and user: the unread badge is the most
 	// read thing there is, and a user's counts change only with their
 	// inbox's events.
@@ -76,6 +76,8 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 			ORDER BY seq DESC LIMIT ` + fmt.Sprint(PageSize)},
 		{&q.counts, `SELECT total, unread, seq FROM notification_counts WHERE workspace_id = $1 AND recipient_id = $2`},
 		{&q.seqOf, `SELECT seq FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
+		{&q.one, `SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data
+			FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
 	}); err != nil {
 		return nil, err
 	}
@@ -123,18 +125,9 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 	defer rows.Close()
 	items := make([]NotificationDto, 0, 16)
 	for rows.Next() {
-		var n NotificationDto
-		var data []byte
-		if err := rows.Scan(&n.ID, &n.SenderID, &n.NotificationType, &n.CreateDate, &n.Subject, &n.Message, &n.ReadDate, &data); err != nil {
-			return NotificationResponseDto{}, fmt.Errorf("scan notification: %w", err)
-		}
-		n.CreateDate = n.CreateDate.UTC()
-		if n.ReadDate != nil {
-			t := n.ReadDate.UTC()
-			n.ReadDate = &t
-		}
-		if data != nil {
-			n.Data = data
+		n, err := scanNotification(rows)
+		if err != nil {
+			return NotificationResponseDto{}, err
 		}
 		items = append(items, n)
 	}
@@ -149,6 +142,36 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 		return NotificationResponseDto{}, err
 	}
 	return NotificationResponseDto{Items: items, TotalCount: c.Total, UnreadCount: c.Unread}, nil
+}
+
+// Get returns one of a user's pending notifications; found is false when
+// there is none with that id.
+func (q *Notifications) Get(ctx context.Context, workspaceID, userID, id string) (n NotificationDto, found bool, err error) {
+	n, err = scanNotification(q.one.QueryRowxContext(ctx, workspaceID, userID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return NotificationDto{}, false, nil
+	}
+	return n, err == nil, err
+}
+
+func scanNotification(row interface{ Scan(...any) error }) (NotificationDto, error) {
+	var n NotificationDto
+	var data []byte
+	if err := row.Scan(&n.ID, &n.SenderID, &n.NotificationType, &n.CreateDate, &n.Subject, &n.Message, &n.ReadDate, &data); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return NotificationDto{}, err
+		}
+		return NotificationDto{}, fmt.Errorf("scan notification: %w", err)
+	}
+	n.CreateDate = n.CreateDate.UTC()
+	if n.ReadDate != nil {
+		t := n.ReadDate.UTC()
+		n.ReadDate = &t
+	}
+	if data != nil {
+		n.Data = data
+	}
+	return n, nil
 }
 
 // Group nests notifications (newest first) of one sender that came within

@@ -34,6 +34,7 @@ import (
 	"astro/commands/notifications"
 	"astro/commands/storable"
 	"astro/events"
+	"astro/query"
 )
 
 // SendSubject is where upstream services send notifications.
@@ -49,7 +50,10 @@ type Config struct {
 	// key, a replay answers what was first answered, and a key reused with
 	// another request (or first used over HTTP) answers 422.
 	Idempotency api.Idempotency
-	Logger      *slog.Logger
+	// Answers answers a send; a retry of one delivered before needs the
+	// read model.
+	Answers api.SendAnswers
+	Logger  *slog.Logger
 }
 
 // Server answers command messages.
@@ -60,8 +64,8 @@ type Server struct {
 
 // New returns a server on nc.
 func New(nc *nats.Conn, cfg Config) (*Server, error) {
-	if nc == nil || cfg.Notifications == nil || cfg.Verifier == nil {
-		return nil, errors.New("natscmd: New needs a connection, notification handlers and a token verifier")
+	if nc == nil || cfg.Notifications == nil || cfg.Verifier == nil || cfg.Answers.Queries == nil || cfg.Answers.Projected == nil {
+		return nil, errors.New("natscmd: New needs a connection, notification handlers, their answers and a token verifier")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -93,7 +97,7 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	reqID := events.NewID(time.Now())
-	var sent events.NotificationSent
+	var answer query.NotificationDto
 	caller, err := s.caller(ctx, m, reqID)
 	var claim *idempotency.Claim
 	if err == nil && caller.IdempotencyKey != "" && s.cfg.Idempotency != nil {
@@ -118,14 +122,19 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 			// is a client bug or an attempt, and never acted on.
 			err = commands.Errorf(commands.EForbidden, "workspaceId is not the workspace of the token.")
 		default:
-			sent, _, err = s.cfg.Notifications.Send.Handle(ctx, notifications.Send{
+			var sent events.NotificationSent
+			var res commands.Result
+			sent, res, err = s.cfg.Notifications.Send.Handle(ctx, notifications.Send{
 				Caller:      caller,
 				RecipientID: msg.RecipientID, SenderID: msg.SenderID, NotificationType: msg.NotificationType,
 				Subject: msg.Subject, Message: msg.Message, Data: msg.Data,
 			})
+			if err == nil {
+				answer, err = s.cfg.Answers.Answer(ctx, caller, sent, res)
+			}
 		}
 	}
-	status, body := s.reply(m, reqID, api.SentDto(sent), err)
+	status, body := s.reply(m, reqID, answer, err)
 	if claim != nil {
 		s.record(ctx, claim, status, body)
 	}

@@ -7,6 +7,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/api/natscmd"
 )
 
 func TestIdempotencyKey(t *testing.T) {
@@ -79,5 +84,55 @@ func TestConcurrentRetriesExecuteOnce(t *testing.T) {
 	}
 	if got := len(s.logEvents(t, "HolidayCreated")); got != 1 {
 		t.Fatalf("%d holidays created by %d retries of one request", got, n)
+	}
+}
+
+// TestSendAfterItsKeyRecordHasGone: when a key's record had expired (or
+// was given up with the store full), a send under it found its
+// notification pending and answered 200 echoing the new request, though
+// the user holds the first. It now answers what was stored when the retry
+// asks for exactly that, and 422 on either transport when it does not.
+func TestSendAfterItsKeyRecordHasGone(t *testing.T) {
+	s := startService(t)
+	svc := sender(t, "w1")
+	body := `{"recipientId":"alice","senderId":"bob","notificationType":"task","subject":"first","data":{"taskName":"T","projectName":"P"}}`
+	first := s.call("POST", sendPath, svc, body, "Idempotency-Key", "k").want(t, 200)
+
+	// What expiry does, at once: the bucket forgets every key.
+	js, err := jetstream.New(s.connectNATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := js.Stream(t.Context(), "KV_ASTRO_IDEMPOTENCY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same request, spelled differently: the stored notification,
+	// its first creation date included.
+	same := `{"data":{"projectName":"P", "taskName":"T"},"recipientId":"alice","senderId":"bob","notificationType":"task","subject":"first"}`
+	again := s.call("POST", sendPath, svc, same, "Idempotency-Key", "k").want(t, 200)
+	var a, b notificationDto
+	first.decode(t, &a)
+	again.decode(t, &b)
+	if a.ID != b.ID || !a.CreateDate.Equal(b.CreateDate) || a.Subject != b.Subject {
+		t.Fatalf("retry after the record went answered\n%s\nfor the stored\n%s", again.Data, first.Data)
+	}
+
+	other := `{"recipientId":"alice","senderId":"bob","notificationType":"task","subject":"second"}`
+	s.call("POST", sendPath, svc, other, "Idempotency-Key", "k2-unused").want(t, 200)
+	s.call("POST", sendPath, svc, strings.Replace(other, "second", "third", 1), "Idempotency-Key", "k").want(t, 422)
+	msg := nats.NewMsg(natscmd.SendSubject)
+	msg.Data = []byte(strings.Replace(other, "second", "third", 1))
+	msg.Header.Set("Authorization", "Bearer "+svc)
+	msg.Header.Set("Idempotency-Key", "k")
+	if env := natsRequest(t, s.connectNATS(), msg); env.StatusCode != "UnprocessableEntity" {
+		t.Fatalf("NATS send under a used key with another body: %+v", env)
+	}
+	if n := len(s.logEvents(t, "NotificationSent")); n != 2 {
+		t.Fatalf("%d NotificationSent, want 2", n)
 	}
 }

@@ -180,7 +180,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cmds, err := natscmd.New(nc, natscmd.Config{Notifications: notify, Verifier: verifier, Idempotency: idem, Logger: log})
+	cmds, err := natscmd.New(nc, natscmd.Config{
+		Notifications: notify, Verifier: verifier, Idempotency: idem, Logger: log,
+		Answers: api.SendAnswers{Queries: notifQueries, Projected: notifRunner, Wait: 5 * time.Second},
+	})
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,11 @@ type SendHandler struct{ deps }
 
 // Handle validates, delivers, and deletes the oldest notifications when the
 // inbox goes over MaxPending. It returns the delivered notification.
+//
+// A send under an Idempotency-Key whose notification is pending already
+// (a retry after the key's record has gone) appends nothing: res.Events is
+// empty, sent is this request, and what was delivered is the read model's
+// to tell.
 func (h SendHandler) Handle(ctx context.Context, cmd Send) (events.NotificationSent, commands.Result, error) {
 	if !cmd.Caller.HasScope(ScopeSend) {
 		return events.NotificationSent{}, commands.Result{}, commands.Errorf(commands.EForbidden, "Sending notifications needs the %s privilege.", ScopeSend)
