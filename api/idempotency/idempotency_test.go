@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +113,137 @@ func TestUnansweredKeepsTheKeyToItsRequest(t *testing.T) {
 	}
 	if _, replay, err := s.Begin(ctx, "k", "first"); err != nil || replay == nil || string(replay.Body) != `{"ok":true}` {
 		t.Fatalf("after the retry answered: replay %+v, err %v", replay, err)
+	}
+}
+
+// open opens a store on a bucket of its own, on the test's JetStream.
+func open(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	js, err := jetstream.New(natstest.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Bucket == "" {
+		cfg.Bucket = "IDEM_" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	}
+	s, err := Open(t.Context(), js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// clock is a time the test moves by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// TestClaims: a fresh claim holds its key's retries (ErrInProgress when
+// the retry gives up waiting); a claim older than ClaimTimeout is a dead
+// process's and is taken over, after which the dead claim can no longer
+// record its answer; a recorded answer replays.
+func TestClaims(t *testing.T) {
+	clk := &clock{now: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := open(t, Config{ClaimTimeout: 15 * time.Second, Now: clk.Now})
+	ctx := t.Context()
+
+	dead, replay, err := s.Begin(ctx, "k", "req")
+	if err != nil || dead == nil || replay != nil {
+		t.Fatalf("first Begin: claim %v, replay %v, err %v", dead, replay, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, _, err := s.Begin(short, "k", "req"); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("retry during a fresh claim: %v, want ErrInProgress", err)
+	}
+	if _, _, err := s.Begin(ctx, "k", "other"); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("another request during a claim: %v, want ErrMismatch", err)
+	}
+
+	clk.add(16 * time.Second)
+	taker, replay, err := s.Begin(ctx, "k", "req")
+	if err != nil || taker == nil || replay != nil {
+		t.Fatalf("Begin after the claim went stale: claim %v, replay %v, err %v", taker, replay, err)
+	}
+	if err := dead.Finish(ctx, 200, []byte("dead")); err == nil {
+		t.Fatal("the abandoned claim recorded its answer over the takeover")
+	}
+	if err := taker.Finish(ctx, 201, []byte("live")); err != nil {
+		t.Fatal(err)
+	}
+	_, replay, err = s.Begin(ctx, "k", "req")
+	if err != nil || replay == nil || replay.Status != 201 || string(replay.Body) != "live" {
+		t.Fatalf("replay: %+v, err %v", replay, err)
+	}
+
+	// A released key is free for any request.
+	rel, _, err := s.Begin(ctx, "r", "req")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, replay, err := s.Begin(ctx, "r", "other"); err != nil || c == nil || replay != nil {
+		t.Fatalf("Begin on a released key: claim %v, replay %v, err %v", c, replay, err)
+	}
+}
+
+// TestRecordsExpire: after TTL a key is forgotten and claimable again,
+// whatever request comes.
+func TestRecordsExpire(t *testing.T) {
+	s := open(t, Config{TTL: time.Second})
+	ctx := t.Context()
+	c, _, err := s.Begin(ctx, "k", "req")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(ctx, 200, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, replay, err := s.Begin(ctx, "k", "other")
+		if err == nil && c != nil && replay == nil {
+			return
+		}
+		if !errors.Is(err, ErrMismatch) {
+			t.Fatalf("Begin on an expiring key: claim %v, replay %v, err %v", c, replay, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the record outlived its TTL by 14 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestFingerprints: every part of a request changes its hash, and keys
+// are scoped by workspace and user.
+func TestFingerprints(t *testing.T) {
+	base := RequestHash("POST", "/a", []byte("{}"), "application/json", "s1")
+	for _, c := range []struct {
+		name string
+		hash string
+	}{
+		{"method", RequestHash("PUT", "/a", []byte("{}"), "application/json", "s1")},
+		{"path", RequestHash("POST", "/b", []byte("{}"), "application/json", "s1")},
+		{"body", RequestHash("POST", "/a", []byte("{ }"), "application/json", "s1")},
+		{"media type", RequestHash("POST", "/a", []byte("{}"), "text/plain", "s1")},
+		{"privileges", RequestHash("POST", "/a", []byte("{}"), "application/json", "s2")},
+		{"parts moved across the boundary", RequestHash("POST", "/a", []byte("s1{}"), "application/json", "")},
+	} {
+		if c.hash == base {
+			t.Errorf("%s: same hash as the base request", c.name)
+		}
+	}
+	if RequestHash("POST", "/a", []byte("{}"), "application/json", "s1") != base {
+		t.Error("the same request hashes differently")
+	}
+	if Key("w1", "u1", "k") == Key("w2", "u1", "k") || Key("w1", "u1", "k") == Key("w1", "u2", "k") {
+		t.Error("keys of different callers meet")
 	}
 }
