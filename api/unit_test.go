@@ -1,0 +1,103 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"astro/events"
+	"astro/query"
+)
+
+func TestNormalIDs(t *testing.T) {
+	const id = "0192f1c2-7a6b-7c3d-8e9f-0a1b2c3d4e5f"
+	for _, c := range []struct{ in, want string }{
+		{"/api/data/holidays/0192F1C2-7A6B-7C3D-8E9F-0A1B2C3D4E5F/history", "/api/data/holidays/" + id + "/history"},
+		{"/api/data/notifications/0192F1C2-7A6B-7C3D-8E9F-0A1B2C3D4E5F/markread", "/api/data/notifications/" + id + "/markread"},
+		{"/api/data/holidays/" + id, "/api/data/holidays/" + id},
+		// Resource ids are case-sensitive tokens, even when they look like UUIDs.
+		{"/api/data/resources/0192F1C2-7A6B-7C3D-8E9F-0A1B2C3D4E5F", "/api/data/resources/0192F1C2-7A6B-7C3D-8E9F-0A1B2C3D4E5F"},
+		{"/api/data/holidays/Not-A-UUID", "/api/data/holidays/Not-A-UUID"},
+	} {
+		if got := normalIDs(c.in); got != c.want {
+			t.Errorf("normalIDs(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestReplayable: answers of the command itself are replayed under their
+// key; refusals of how it was asked, lost races and failures let a retry
+// run again.
+func TestReplayable(t *testing.T) {
+	for status, want := range map[int]bool{
+		200: true, 400: true, 404: true, 422: true,
+		403: false, 409: false, 413: false, 415: false, 429: false, 500: false, 503: false,
+	} {
+		if got := Replayable(status); got != want {
+			t.Errorf("Replayable(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+func TestValidIdempotencyKey(t *testing.T) {
+	long := make([]byte, 256)
+	for i := range long {
+		long[i] = 'k'
+	}
+	for key, want := range map[string]bool{
+		"k": true, "order-42 retry#1": true, string(long[:255]): true,
+		"": false, string(long): false, "tab\there": false, "é": false, "\x7f": false,
+	} {
+		if got := ValidIdempotencyKey(key); got != want {
+			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
+
+func TestMinPosition(t *testing.T) {
+	for _, c := range []struct {
+		header string
+		want   uint64
+		ok     bool
+	}{
+		{"", 0, true}, {"42", 42, true}, {" 7 ", 7, true},
+		{"-1", 0, false}, {"4.2", 0, false}, {"99999999999999999999", 0, false}, {"x", 0, false},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if c.header != "" {
+			r.Header.Set(HeaderMinPosition, c.header)
+		}
+		got, err := minPosition(r)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("minPosition(%q) = %d, %v; want %d, ok %v", c.header, got, err, c.want, c.ok)
+		}
+	}
+}
+
+// TestSameContent: a retry under a used key matches the stored
+// notification when it asks for the same content, however its data is
+// spelled.
+func TestSameContent(t *testing.T) {
+	stored := query.NotificationDto{SenderID: "bob", NotificationType: "t", Subject: "s", Message: "m",
+		Data: json.RawMessage(`{"projectName": "P", "taskName": "T"}`)}
+	sent := events.NotificationSent{SenderID: "bob", NotificationType: "t", Subject: "s", Message: "m",
+		Data: json.RawMessage(`{"taskName":"T","projectName":"P"}`)}
+	if !sameContent(stored, sent) {
+		t.Error("the same content, keys reordered, compared different")
+	}
+	for name, change := range map[string]func(*events.NotificationSent){
+		"sender":  func(e *events.NotificationSent) { e.SenderID = "eve" },
+		"type":    func(e *events.NotificationSent) { e.NotificationType = "u" },
+		"subject": func(e *events.NotificationSent) { e.Subject = "S" },
+		"message": func(e *events.NotificationSent) { e.Message = "" },
+		"data":    func(e *events.NotificationSent) { e.Data = json.RawMessage(`{"taskName":"T"}`) },
+		"no data": func(e *events.NotificationSent) { e.Data = nil },
+	} {
+		other := sent
+		change(&other)
+		if sameContent(stored, other) {
+			t.Errorf("another %s compared the same", name)
+		}
+	}
+}
