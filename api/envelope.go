@@ -72,7 +72,7 @@ func statusOf(code string) int {
 		return http.StatusUnsupportedMediaType
 	case commands.EUnprocessable:
 		return http.StatusUnprocessableEntity
-	case commands.ETooManyRequest:
+	case commands.ETooManyRequests:
 		return http.StatusTooManyRequests
 	case commands.EUnavailable:
 		return http.StatusServiceUnavailable

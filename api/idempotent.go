@@ -72,7 +72,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 			// The write may have happened (status 0: the client went away
 			// mid-request): keep the key to this request.
 			err = claim.Unanswered(finish)
-		case !final(rec.status):
+		case !Replayable(rec.status):
 			err = claim.Release(finish)
 		default:
 			err = claim.Finish(finish, rec.status, rec.body.Bytes())
@@ -112,15 +112,12 @@ func IdempotencyError(err error) error {
 // characters.
 func ValidIdempotencyKey(key string) bool { return len(key) <= 255 && printableASCII(key) }
 
-// Replayable reports whether an answer with status is kept for replay
-// under its Idempotency-Key (see final).
-func Replayable(status int) bool { return final(status) }
-
-// final reports whether an answer is the command's own, to be replayed: a
-// success, or a refusal of the command itself (invalid, not found,
-// unprocessable). Server failures, lost races and refusals of how it was
-// asked (privilege, size, body type) are not: a retry runs again.
-func final(status int) bool {
+// Replayable reports whether an answer with status is the command's own,
+// kept for replay under its Idempotency-Key: a success, or a refusal of
+// the command itself (invalid, not found, unprocessable). Server failures,
+// lost races and refusals of how it was asked (privilege, size, body type,
+// rate) are not: a retry runs again.
+func Replayable(status int) bool {
 	switch status {
 	case http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge,
 		http.StatusUnsupportedMediaType, http.StatusTooManyRequests:

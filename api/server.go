@@ -212,7 +212,7 @@ func (s *Server) authed(h handler) httprouter.Handle {
 		if err == nil && s.limiter != nil {
 			if ok, wait := s.limiter.allow(c.WorkspaceID + "/" + c.UserID); !ok {
 				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
-				err = commands.Errorf(commands.ETooManyRequest, "Too many requests; retry after %d s.", retryAfter(wait))
+				err = commands.Errorf(commands.ETooManyRequests, "Too many requests; retry after %d s.", retryAfter(wait))
 			}
 		}
 		if err == nil && r.Method == http.MethodGet {
@@ -221,7 +221,7 @@ func (s *Server) authed(h handler) httprouter.Handle {
 			release, ok := s.slots.acquire(r.Context(), c.WorkspaceID)
 			if !ok {
 				w.Header().Set("Retry-After", "1")
-				err = commands.Errorf(commands.ETooManyRequest, "Too many requests of this workspace at once; retry after 1 s.")
+				err = commands.Errorf(commands.ETooManyRequests, "Too many requests of this workspace at once; retry after 1 s.")
 			} else {
 				defer release()
 			}

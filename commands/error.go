@@ -7,19 +7,19 @@ import (
 
 // Error codes. The HTTP layer maps each to one status, in one place.
 const (
-	EInvalid        = "invalid"       // the request is malformed or fails validation
-	EUnauthorized   = "unauthorized"  // no valid credentials
-	EForbidden      = "forbidden"     // valid credentials, missing privilege
-	ENotFound       = "not_found"     // unknown, deleted, or not the caller's
-	EMethod         = "method"        // the route exists with another method
-	EConflict       = "conflict"      // the aggregate kept changing under the command
-	ETooLarge       = "too_large"     // body over the limit
-	EHeaderTooLarge = "headers_large" // URL and headers over the limit
-	EMediaType      = "media_type"    // body is not JSON
-	EUnprocessable  = "unprocessable" // well-formed but cannot be applied
-	ETooManyRequest = "too_many"      // rate limited
-	EUnavailable    = "unavailable"   // a dependency is down or too slow; retry
-	EInternal       = "internal"      // a bug or an unexpected failure
+	EInvalid         = "invalid"       // the request is malformed or fails validation
+	EUnauthorized    = "unauthorized"  // no valid credentials
+	EForbidden       = "forbidden"     // valid credentials, missing privilege
+	ENotFound        = "not_found"     // unknown, deleted, or not the caller's
+	EMethod          = "method"        // the route exists with another method
+	EConflict        = "conflict"      // the aggregate kept changing under the command
+	ETooLarge        = "too_large"     // body over the limit
+	EHeaderTooLarge  = "headers_large" // URL and headers over the limit
+	EMediaType       = "media_type"    // body is not JSON
+	EUnprocessable   = "unprocessable" // well-formed but cannot be applied
+	ETooManyRequests = "too_many"      // rate limited
+	EUnavailable     = "unavailable"   // a dependency is down or too slow; retry
+	EInternal        = "internal"      // a bug or an unexpected failure
 )
 
 // Error is the one application error. Message is written for end users;
