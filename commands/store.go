@@ -15,8 +15,9 @@ import (
 
 // Log is the event log as the write side needs it.
 type Log interface {
-	// Append appends evs, in order and all or none, to subject if the last
-	// event on subject still has sequence expected (0: no event yet). It
+	// Append appends evs to subject, in order, if the last event on subject
+	// still has sequence expected (0: no event yet); Store passes one event
+	// at a time (see Decide). It
 	// returns the sequence of the last event appended; events.ErrConflict when
 	// another append won.
 	Append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error)

@@ -120,7 +120,7 @@ func newFaultClient(t *testing.T, base, ws, prefix string) *faultClient {
 		tokens:   map[string]string{},
 		inbox:    map[string][]string{},
 		readsBad: map[string]int{},
-		deadline: 45 * time.Second, // past the service's 30s idempotency claim timeout
+		deadline: 45 * time.Second, // past the 15 s after which a dead process's idempotency claim is taken over (idempotency.Config.ClaimTimeout), with room to retry after it
 		http: &http.Client{
 			Timeout:   15 * time.Second,
 			Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},

@@ -4,7 +4,10 @@
 // an aggregate's events back, and keeps aggregate snapshots in a KV bucket.
 //
 // Contracts:
-//   - Append is all-or-none: several events go in as one atomic batch.
+//   - Append takes one event, or several as one atomic batch (all or
+//     none). Commands append one event at a time (commands.Decide says
+//     why); the batch is there for a caller that needs several events to
+//     land together, and is tested as such.
 //   - A retried append never appends twice and never reports a false
 //     conflict: every event carries Nats-Msg-Id, and when the server answers
 //     "wrong last sequence" Append looks for its own first event right after
