@@ -294,6 +294,19 @@ func (q *Holidays) PeopleResourceDays(ctx context.Context, workspaceID string) (
 	return n, nil
 }
 
+// HolidayDays is how many days the workspace's global and country
+// holidays hold, a country holiday's once per country (commands' workspace
+// budget).
+func (q *Holidays) HolidayDays(ctx context.Context, workspaceID string) (int64, error) {
+	var n int64
+	err := q.db.QueryRowContext(ctx, `SELECT COALESCE(sum(CASE type WHEN 'country' THEN cardinality(country_ids)::bigint ELSE 1 END * (date_to - date_from + 1)), 0)
+		FROM holidays WHERE workspace_id = $1 AND type IN ('global', 'country') AND date_from IS NOT NULL AND date_to IS NOT NULL`, workspaceID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count holiday days of %s: %w", workspaceID, err)
+	}
+	return n, nil
+}
+
 // Global lists the days of the workspace's global holidays.
 func (q *Holidays) Global(ctx context.Context, workspaceID string, o ListOptions) ([]GlobalHolidayDto, error) {
 	return list(ctx, q, q.global, workspaceID, o, func(d *GlobalHolidayDto) []any {

@@ -375,4 +375,22 @@ func TestWorkspaceHolidayBudget(t *testing.T) {
 	if created := s.logEvents(t, "HolidayCreated"); len(created) != 5 {
 		t.Fatalf("%d holidays created, want 5", len(created))
 	}
+
+	// Global and country holidays are bounded in days, a country
+	// holiday's once per country: 1 held, 30 countries × 366 days twice
+	// would be 21,961, over 20,000.
+	countries := []string{"AT", "BE", "BG", "HR", "CY", "CZ", "DK", "EE", "FI", "FR", "DE", "GR", "HU", "IE", "IT",
+		"LV", "LT", "LU", "MT", "NL", "PL", "PT", "RO", "SK", "SI", "ES", "SE", "GB", "NO", "CH"}
+	year := map[string]any{"reason": "Every day", "type": "country", "dateFrom": "2028-01-01", "dateTo": "2028-12-31", "countryId": countries}
+	s.call("POST", "/api/data/holidays", alice, year).want(t, 200)
+	env = s.call("POST", "/api/data/holidays", alice, year)
+	if env.Status != 422 || !strings.Contains(env.Error.Message, "days of global and country holidays") {
+		t.Fatalf("over the workspace's holiday days: HTTP %d: %s", env.Status, env.raw)
+	}
+	long := map[string]any{"reason": "Forever", "type": "global", "dateFrom": "2029-01-01", "dateTo": "2029-12-31"}
+	for range 24 { // 10,981 + 24 × 365 = 19,741
+		s.call("POST", "/api/data/holidays", alice, long).want(t, 200)
+	}
+	s.call("POST", "/api/data/holidays", alice, long).want(t, 422)
+	s.call("POST", "/api/data/holidays", token(t, "mallory", "w2"), year).want(t, 200)
 }

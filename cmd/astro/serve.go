@@ -129,7 +129,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	holidayCmds.LimitWorkspaces(holidayQueries, holidays.DefaultWorkspaceResourceDays)
+	holidayCmds.LimitWorkspaces(holidayQueries, holidays.DefaultWorkspaceResourceDays, holidays.DefaultWorkspaceHolidayDays)
 	resourceQueries, err := query.NewResources(ctx, db)
 	if err != nil {
 		return err

@@ -18,44 +18,69 @@ import (
 // million rows (twenty holidays of 1,000 resources for 366 days).
 const DefaultWorkspaceResourceDays = 1_000_000
 
-// WorkspaceBudget reads how many resource-days of people holidays a
-// workspace holds (the read model does).
+// DefaultWorkspaceHolidayDays bounds the global and country holidays of a
+// workspace, counted in days (a country holiday's once per country): the
+// global and country lists are a row per such day, and the resource list a
+// row per day and resource in scope. Twenty thousand holds twenty public
+// holidays a year in each of fifty countries for twenty years; without a
+// bound, a member could create holidays of 366 days until every list of
+// the workspace ran into its statement timeout.
+const DefaultWorkspaceHolidayDays = 20_000
+
+// WorkspaceBudget reads what a workspace's holidays hold (the read model
+// does).
 type WorkspaceBudget interface {
 	PeopleResourceDays(ctx context.Context, workspaceID string) (int64, error)
+	HolidayDays(ctx context.Context, workspaceID string) (int64, error)
 }
 
-// LimitWorkspaces makes Create refuse (422) a people holiday that would
-// take its workspace over max resource-days. The count is read from the
-// read model, which the API brings up to the workspace's last holiday
-// event before a create, so every create answered before is counted;
-// concurrent creates of one workspace may each pass, so
-// the bound can be passed by what is in flight at once (at most 8 requests
-// of a workspace run at a time, each at most 366,000 resource-days).
-func (h *Handlers) LimitWorkspaces(b WorkspaceBudget, max int64) {
-	h.Create.budget, h.Create.maxResourceDays = b, max
+// LimitWorkspaces makes Create refuse (422) a holiday that would take its
+// workspace over maxResourceDays of people holidays, or maxHolidayDays of
+// global and country ones. The counts are read from the read model, which
+// the API brings up to the workspace's last holiday event before a create,
+// so every create answered before is counted; concurrent creates of one
+// workspace may each pass, so a bound can be passed by what is in flight
+// at once (at most 8 requests of a workspace run at a time, each at most
+// 366,000 resource-days or 366 days per country).
+func (h *Handlers) LimitWorkspaces(b WorkspaceBudget, maxResourceDays, maxHolidayDays int64) {
+	h.Create.budget, h.Create.maxResourceDays, h.Create.maxHolidayDays = b, maxResourceDays, maxHolidayDays
 }
 
 // withinBudget refuses created when it would take its workspace over the
 // budget.
 func (h CreateHandler) withinBudget(ctx context.Context, workspaceID string, created events.HolidayCreated) error {
-	if h.budget == nil || created.Type != events.HolidayPeople {
+	if h.budget == nil {
 		return nil
 	}
 	from, err1 := time.Parse(time.DateOnly, created.DateFrom)
 	to, err2 := time.Parse(time.DateOnly, created.DateTo)
 	if err1 != nil || err2 != nil {
-		return nil // validated before: a people holiday without dates expands to nothing
+		return nil // validated before: a holiday without dates expands to nothing
 	}
-	adds := int64(len(created.ResourceIDs)) * (int64(to.Sub(from).Hours()/24) + 1)
-	held, err := h.budget.PeopleResourceDays(ctx, workspaceID)
+	days := int64(to.Sub(from).Hours()/24) + 1
+	var (
+		held, adds, max int64
+		unit            string
+		err             error
+	)
+	switch created.Type {
+	case events.HolidayPeople:
+		adds, max, unit = int64(len(created.ResourceIDs))*days, h.maxResourceDays, "resource-days (each resource, each day)"
+		held, err = h.budget.PeopleResourceDays(ctx, workspaceID)
+	case events.HolidayCountry:
+		adds, max, unit = int64(len(created.CountryIDs))*days, h.maxHolidayDays, "days of global and country holidays (each country, each day)"
+		held, err = h.budget.HolidayDays(ctx, workspaceID)
+	default:
+		adds, max, unit = days, h.maxHolidayDays, "days of global and country holidays (each country, each day)"
+		held, err = h.budget.HolidayDays(ctx, workspaceID)
+	}
 	if err != nil {
 		return &commands.Error{Code: commands.EUnavailable, Message: "The service is temporarily unavailable; try again.",
 			Err: fmt.Errorf("read the workspace's holiday budget: %w", err)}
 	}
-	if held+adds > h.maxResourceDays {
+	if held+adds > max {
 		return commands.Errorf(commands.EUnprocessable,
-			"The workspace's people holidays would exceed %d resource-days (each resource, each day): it holds %d, this one adds %d.",
-			h.maxResourceDays, held, adds)
+			"The workspace's holidays would exceed %d %s: it holds %d, this one adds %d.", max, unit, held, adds)
 	}
 	return nil
 }

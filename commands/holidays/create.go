@@ -35,10 +35,10 @@ type CreateHandler struct {
 	holidays     *HolidayStore
 	validCountry func(string) bool
 	now          func() time.Time
-	// budget, when set, bounds a workspace's people holidays (see
+	// budget, when set, bounds a workspace's holidays (see
 	// LimitWorkspaces).
-	budget          WorkspaceBudget
-	maxResourceDays int64
+	budget                          WorkspaceBudget
+	maxResourceDays, maxHolidayDays int64
 }
 
 // Handle validates and creates the holiday; it returns the new id and the
