@@ -72,8 +72,10 @@ func (s *Server) notificationRoutes() {
 			at, res, err := s.cfg.Notifications.MarkRead.Handle(r.Context(), notifications.MarkRead{Caller: c, NotificationID: id})
 			return answerTimestamp(w, at, res, err)
 		case "markunread":
-			at, res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
-			return answerTimestamp(w, at, res, err)
+			// The public document answers AstroResult here, without data:
+			// unlike a read, an unread notification has no date to show.
+			_, res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
+			return answerEmpty(w, res, err)
 		}
 		return notFoundRoute(r)
 	}))

@@ -201,7 +201,7 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 		var n struct{ ID string }
 		s.call("POST", "/api/data/notifications", x.upstreamW1, map[string]any{
 			"recipientId": recipient, "senderId": "carol", "notificationType": "task.assigned",
-			"subject": subject, "message": "m", "data": map[string]any{"taskId": 1},
+			"subject": subject, "message": "m", "data": map[string]any{"taskId": "6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b"},
 		}).want(f, 200).decode(f, &n)
 		return n.ID
 	}
@@ -275,22 +275,23 @@ func FuzzRequestBody(f *testing.F) {
 		ct   string
 		body string
 	}{
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"task.assigned","subject":"s","message":"m","data":{"taskId":42}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"task.assigned","subject":"s","message":"m","data":{"taskId":"6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"task.assigned","data":{"taskId":42,"k":"v"}}`},
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":null}`},
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":[1,2]}`},
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","subject":"\u0000"}`},
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","message":"a\u0000b"}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"k":"\u0000"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"taskName":"\u0000"}}`},
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"\ud800"}`},
 		{0, jsonCT, `{"recipientId":"../bob","senderId":"bob","notificationType":"t"}`},
 		// What the read model refuses (issue 14): refused at the door.
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":"\ud800"}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":"\udc00\ud800"}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1e999999}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1e-16384}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1.7976931348623157e308,"y":1e-400}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1,"x":2}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"\ud83d\ude00":"\ud83d\ude00"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"taskName":"\ud800"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"taskName":"\udc00\ud800"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"taskName":1e999999}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"taskName":1e-16384}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"taskName":1.7976931348623157e308,"fileName":1e-400}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"taskName":"a","taskName":"b"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"taskName":"\ud83d\ude00"}}`},
 		{0, jsonCT, "{\"recipientId\":\"alice\",\"senderId\":\"bob\",\"notificationType\":\"t\",\"subject\":\"a\xffb\"}"},
 		{0, jsonCT, "{\"recipientId\":\"alice\",\"senderId\":\"bob\",\"notificationType\":\"t\",\"message\":\"\xed\xa0\x80\"}"},
 		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","subject":"a","subject":"b"}`},

@@ -54,6 +54,10 @@ func TestSendOverNATS(t *testing.T) {
 		`[]`:       "",
 		`{"recipientId":"alice","senderId":"svc","notificationType":"t","subject":"a\u0000b"}`: "subject",
 		`{"workspaceId":"w1","recipientId":"a.b","senderId":"svc","notificationType":"t"}`:     "recipientId",
+		// NotificationDataDto, as over HTTP: the one rule is the command's.
+		`{"recipientId":"alice","senderId":"svc","notificationType":"t","data":{"taskId":42}}`:        "data.taskId",
+		`{"recipientId":"alice","senderId":"svc","notificationType":"t","data":{"assigneeId":"bob"}}`: "data.assigneeId",
+		`{"recipientId":"alice","senderId":"svc","notificationType":"t","data":{"marker":"m"}}`:       "data.marker",
 	} {
 		env := request(svc, body)
 		if env.Success || !env.HasError || env.StatusCode != "BadRequest" || env.Error == nil {

@@ -28,6 +28,10 @@ type notificationPage struct {
 
 const sendPath = "/api/data/notifications"
 
+// taskID is the data.taskId of sent notifications: NotificationDataDto's
+// ids are uuids.
+const taskID = "6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b"
+
 // sender returns a token allowed to send in ws.
 func sender(t testing.TB, ws string) string { return token(t, "svc-tasks", ws, "notifications:send") }
 
@@ -36,7 +40,7 @@ func (s *service) send(tok, recipient, from, typ string) notificationDto {
 	var n notificationDto
 	s.call("POST", sendPath, tok, map[string]any{
 		"recipientId": recipient, "senderId": from, "notificationType": typ,
-		"subject": "Task assigned", "message": "You have a new task", "data": map[string]any{"taskId": 42},
+		"subject": "Task assigned", "message": "You have a new task", "data": map[string]any{"taskId": taskID},
 	}).want(s.t, 200).decode(s.t, &n)
 	return n
 }
@@ -64,7 +68,7 @@ func TestNotificationLifecycle(t *testing.T) {
 		t.Fatalf("unread before any send: %d", n)
 	}
 	n1 := s.send(svc, "alice", "bob", "task")
-	if n1.ID == "" || n1.SenderID != "bob" || n1.ReadDate != nil || n1.Data["taskId"] != float64(42) {
+	if n1.ID == "" || n1.SenderID != "bob" || n1.ReadDate != nil || n1.Data["taskId"] != taskID {
 		t.Fatalf("sent: %+v", n1)
 	}
 	n2 := s.send(svc, "alice", "carol", "comment")
@@ -86,7 +90,10 @@ func TestNotificationLifecycle(t *testing.T) {
 	if !again.Timestamp.Equal(ts.Timestamp) {
 		t.Fatalf("second markread changed the date: %v then %v", ts.Timestamp, again.Timestamp)
 	}
-	s.call("POST", "/api/data/notifications/"+n1.ID+"/markunread", alice, nil).want(t, 200)
+	// The public document's AstroResult: no data.
+	if env := s.call("POST", "/api/data/notifications/"+n1.ID+"/markunread", alice, nil).want(t, 200); env.Data != nil {
+		t.Fatalf("markunread answered data: %s", env.Data)
+	}
 	if got := s.unread(alice); got != 2 {
 		t.Fatalf("unread after markunread: %d", got)
 	}
@@ -160,7 +167,10 @@ func TestNotificationErrors(t *testing.T) {
 		{"list NUL type", "GET", "/api/data/notifications?notificationTypes=a%00", alice, nil, nil, 400, "notificationTypes"},
 		{"send trailing brace", "POST", sendPath, svc, `{}}`, nil, 400, ""},
 		{"send NUL subject", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "bob", "notificationType": "t", "subject": "a\x00b"}, nil, 400, "subject"},
-		{"send NUL in data", "POST", sendPath, svc, `{"recipientId":"a","senderId":"bob","notificationType":"t","data":{"k":"\u0000"}}`, nil, 400, "data"},
+		{"send NUL in data", "POST", sendPath, svc, `{"recipientId":"a","senderId":"bob","notificationType":"t","data":{"taskName":"\u0000"}}`, nil, 400, "data"},
+		{"send data taskId a number", "POST", sendPath, svc, `{"recipientId":"a","senderId":"bob","notificationType":"t","data":{"taskId":42}}`, nil, 400, "data.taskId"},
+		{"send data projectId not a uuid", "POST", sendPath, svc, `{"recipientId":"a","senderId":"bob","notificationType":"t","data":{"projectId":"p-1"}}`, nil, 400, "data.projectId"},
+		{"send data unknown field", "POST", sendPath, svc, `{"recipientId":"a","senderId":"bob","notificationType":"t","data":{"marker":"m"}}`, nil, 400, "data.marker"},
 		{"markread ok with unknown query and header", "POST", "/api/data/notifications/" + n.ID + "/markread?foo=bar", alice, nil, []string{"X-Unknown", "1"}, 200, ""},
 		{"trailing slash tolerated", "GET", "/api/data/notifications/unreadcount/", alice, nil, nil, 200, ""},
 	}

@@ -79,7 +79,7 @@ func TestSecurityMatrix(t *testing.T) {
 	for _, n := range []*struct{ ID string }{&n1, &n2} {
 		s.call("POST", "/api/data/notifications", upstream, map[string]any{
 			"recipientId": "alice", "senderId": "carol", "notificationType": "task.assigned",
-			"subject": aliceSubject, "message": "m", "data": map[string]any{"taskId": 7},
+			"subject": aliceSubject, "message": "m", "data": map[string]any{"taskId": taskID},
 		}).want(t, 200).decode(t, n)
 	}
 	var h, hc struct{ ID string }

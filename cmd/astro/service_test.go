@@ -437,7 +437,8 @@ func newContract() (*contract, error) {
 		"$.body.data.data.**",
 		"$.body.data.items[*].data.**",
 		"$.body.data.items[*].children[*].data.**",
-		"$.body.error.validationErrors.**",
+		// Keys holding a dot (data.taskId) are written in brackets.
+		"$.body.error.validationErrors**",
 	))
 	if err != nil {
 		return nil, err
@@ -535,9 +536,8 @@ func (c *contract) check(req *http.Request, reqBody []byte, resp *http.Response,
 // and 405 (known path, other method), it may answer 401 or 429 where that
 // route needs a token, 404 for another method on a route that shares its
 // pattern, 405 for an unknown path that fits another method's pattern, and
-// 400 where it fits an operation's pattern with a malformed id (PUT
-// /api/data/holidays/global renames the holiday "global"). Each is the
-// error envelope of its status.
+// 400 where it fits an operation's pattern with a malformed id. Each is
+// the error envelope of its status.
 func (c *contract) checkOutside(status int, body []byte) []string {
 	sch, ok := c.outside[status]
 	if !ok {

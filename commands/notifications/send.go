@@ -105,6 +105,7 @@ func (cmd *Send) validate() error {
 		// The raw bytes: over NATS nothing checked them before.
 		v.Add("data", problems[0].Message)
 	} else {
+		checkData(d, v)
 		cmd.Data = d
 	}
 	return v.Err()
