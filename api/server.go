@@ -199,6 +199,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.URL.Path = strings.TrimRight(p, "/")
 	}
 	r.URL.Path = normalIDs(r.URL.Path)
+	r.URL.RawQuery = flatQuery(r.URL.RawQuery)
 	if allow := s.methods.allowed(r.URL.Path); allow != nil && !slices.Contains(allow, r.Method) {
 		// A known path: OPTIONS answers what Allow lists, any other method
 		// it does not have is 405, whatever route its pattern would reach.
