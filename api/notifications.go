@@ -145,6 +145,11 @@ func (s *Server) counts(w http.ResponseWriter, r *http.Request, c commands.Calle
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
 	q := r.URL.Query()
 	f := query.NotificationFilter{LastID: q.Get("lastId"), SenderID: q.Get("senderId")}
+	if events.ValidUUID(f.SenderID) {
+		// Stored lower-cased, as sent ids are. Other text is still taken:
+		// notifications sent before senders were UUIDs name them so.
+		f.SenderID = strings.ToLower(f.SenderID)
+	}
 	v := commands.Validation{}
 	if f.LastID != "" && !events.ValidUUID(f.LastID) {
 		v.Add("lastId", "lastId must be a UUID.")
@@ -205,7 +210,7 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ http
 func SentDto(e events.NotificationSent) query.NotificationDto {
 	return query.NotificationDto{
 		ID: e.NotificationID, SenderID: e.SenderID, NotificationType: e.NotificationType,
-		CreateDate: e.CreateDate, Subject: e.Subject, Message: e.Message, Data: e.Data,
+		CreateDate: e.CreateDate, Subject: e.Subject, Message: e.Message, Data: query.NotificationData(e.Data),
 	}
 }
 

@@ -27,7 +27,7 @@ func TestRefusedAtTheDoor(t *testing.T) {
 	svc := token(t, "svc", "w1", "notifications:send", "resources:write")
 	alice := token(t, "alice", "w1")
 	h := s.createHoliday(alice, map[string]any{"reason": "Kept", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
-	const send = `{"recipientId":"alice","senderId":"svc","notificationType":"t",`
+	const send = `{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t",`
 	cases := []struct {
 		method, path, tok, body, field string
 	}{
@@ -89,7 +89,7 @@ func TestWhatASendAcceptsIsServedUnchanged(t *testing.T) {
 	accepted, refused := 0, 0
 	for i := range 150 {
 		subject, message, data := genText(rnd), genText(rnd), genData(rnd)
-		body := `{"recipientId":"alice","senderId":"gen","notificationType":"t","subject":` + subject +
+		body := `{"recipientId":"alice","senderId":"00009e40-0000-4000-8000-000000000005","notificationType":"t","subject":` + subject +
 			`,"message":` + message + `,"data":` + data + `}`
 		env := s.call("POST", "/api/data/notifications", svc, body)
 		switch env.Status {

@@ -13,7 +13,7 @@ func TestIdempotencyKey(t *testing.T) {
 	s := startService(t)
 	svc := sender(t, "w1")
 	alice := token(t, "alice", "w1")
-	body := map[string]any{"recipientId": "alice", "senderId": "bob", "notificationType": "task", "subject": "once"}
+	body := map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "task", "subject": "once"}
 
 	first := s.call("POST", sendPath, svc, body, "Idempotency-Key", "send-1").want(t, 200)
 	again := s.call("POST", sendPath, svc, body, "Idempotency-Key", "send-1").want(t, 200)
@@ -23,7 +23,7 @@ func TestIdempotencyKey(t *testing.T) {
 	if n := len(s.logEvents(t, "NotificationSent")); n != 1 {
 		t.Fatalf("%d NotificationSent after a retried send, want 1", n)
 	}
-	other := map[string]any{"recipientId": "alice", "senderId": "bob", "notificationType": "task", "subject": "changed"}
+	other := map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "task", "subject": "changed"}
 	s.call("POST", sendPath, svc, other, "Idempotency-Key", "send-1").want(t, 422)
 	// Keys belong to their caller: another user may use the same key.
 	s.call("POST", "/api/data/notifications/markallread", alice, nil, "Idempotency-Key", "send-1").want(t, 200)

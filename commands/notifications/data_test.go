@@ -36,7 +36,7 @@ func TestSendDataFollowsNotificationDataDto(t *testing.T) {
 		{"not an object", `[1]`, []string{"data"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := Send{RecipientID: "alice", SenderID: "bob", NotificationType: "t", Data: json.RawMessage(tc.data)}
+			cmd := Send{RecipientID: "alice", SenderID: id, NotificationType: "t", Data: json.RawMessage(tc.data)}
 			err := cmd.validate()
 			var e *commands.Error
 			if len(tc.fields) == 0 {
@@ -57,5 +57,31 @@ func TestSendDataFollowsNotificationDataDto(t *testing.T) {
 				t.Fatalf("fields %v, want %v (%v)", got, tc.fields, e.Fields)
 			}
 		})
+	}
+}
+
+// TestSendSenderIsAUUID: the public document's NotificationDto.senderId is
+// a uuid; a send naming its sender otherwise was served to clients that
+// could not read it. Upper case is stored lower-cased, as ids are.
+func TestSendSenderIsAUUID(t *testing.T) {
+	for _, tc := range []struct {
+		sender, stored string
+		ok             bool
+	}{
+		{"123e4567-e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-426614174000", true},
+		{"123E4567-E89B-12D3-A456-426614174000", "123e4567-e89b-12d3-a456-426614174000", true},
+		{"bob", "", false},
+		{"", "", false},
+		{"{123e4567-e89b-12d3-a456-426614174000}", "", false},
+	} {
+		cmd := Send{RecipientID: "alice", SenderID: tc.sender, NotificationType: "t"}
+		err := cmd.validate()
+		var e *commands.Error
+		switch {
+		case tc.ok && (err != nil || cmd.SenderID != tc.stored):
+			t.Errorf("%q: err %v, stored %q", tc.sender, err, cmd.SenderID)
+		case !tc.ok && (!errors.As(err, &e) || len(e.Fields["senderId"]) == 0):
+			t.Errorf("%q: err %v, want validationErrors.senderId", tc.sender, err)
+		}
 	}
 }
