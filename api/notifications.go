@@ -75,8 +75,10 @@ func (s *Server) notificationRoutes() {
 			at, res, err := s.cfg.Notifications.MarkRead.Handle(r.Context(), notifications.MarkRead{Caller: c, NotificationID: id})
 			return answerTimestamp(w, at, res, err)
 		case "markunread":
-			at, res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
-			return answerTimestamp(w, at, res, err)
+			// The public document answers AstroResult here, without data:
+			// unlike a read, an unread notification has no date to show.
+			_, res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
+			return answerEmpty(w, res, err)
 		}
 		return notFoundRoute(r)
 	}))
@@ -146,6 +148,11 @@ func (s *Server) counts(w http.ResponseWriter, r *http.Request, c commands.Calle
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
 	q := r.URL.Query()
 	f := query.NotificationFilter{LastID: q.Get("lastId"), SenderID: q.Get("senderId")}
+	if events.ValidUUID(f.SenderID) {
+		// Stored lower-cased, as sent ids are. Other text is still taken:
+		// notifications sent before senders were UUIDs name them so.
+		f.SenderID = strings.ToLower(f.SenderID)
+	}
 	v := commands.Validation{}
 	if f.LastID != "" && !events.ValidUUID(f.LastID) {
 		v.Add("lastId", "lastId must be a UUID.")
@@ -250,18 +257,16 @@ func sameContent(stored query.NotificationDto, sent events.NotificationSent) boo
 		stored.Subject != sent.Subject || stored.Message != sent.Message {
 		return false
 	}
-	if len(stored.Data) == 0 || len(sent.Data) == 0 {
-		return len(stored.Data) == len(sent.Data)
-	}
 	var a, b any
-	return json.Unmarshal(stored.Data, &a) == nil && json.Unmarshal(sent.Data, &b) == nil && reflect.DeepEqual(a, b)
+	return json.Unmarshal(query.NotificationData(stored.Data), &a) == nil &&
+		json.Unmarshal(query.NotificationData(sent.Data), &b) == nil && reflect.DeepEqual(a, b)
 }
 
 // SentDto is the NotificationDto of a notification just sent.
 func SentDto(e events.NotificationSent) query.NotificationDto {
 	return query.NotificationDto{
 		ID: e.NotificationID, SenderID: e.SenderID, NotificationType: e.NotificationType,
-		CreateDate: e.CreateDate, Subject: e.Subject, Message: e.Message, Data: e.Data,
+		CreateDate: e.CreateDate, Subject: e.Subject, Message: e.Message, Data: query.NotificationData(e.Data),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,6 +95,7 @@ type Server struct {
 	slots   *slots
 	tokens  *tokenCache
 	sends   SendAnswers
+	methods methodTable
 }
 
 // New builds the server and its routes.
@@ -125,7 +127,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second)}
+	methods, err := newMethodTable(OpenAPI)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), methods: methods}
 	s.sends = SendAnswers{Queries: cfg.NotificationQueries, Projected: cfg.NotificationsProjected, Wait: cfg.ReadYourWrites}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), cfg.Now)
@@ -135,15 +141,12 @@ func New(cfg Config) (*Server, error) {
 	// a redirect is not an envelope, and some clients do not follow it.
 	rt.RedirectTrailingSlash = false
 	rt.RedirectFixedPath = false
-	rt.HandleMethodNotAllowed = true
-	// OPTIONS answers what Allow lists: the methods of the path.
-	rt.HandleOPTIONS = true
-	rt.GlobalOPTIONS = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeOK(w, nil) })
+	// 405 and OPTIONS are answered from the document's paths (methods.go),
+	// before routing: the router's patterns are wider than the paths.
+	rt.HandleMethodNotAllowed = false
+	rt.HandleOPTIONS = false
 	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, commands.Errorf(commands.ENotFound, "No such endpoint: %s.", r.URL.Path))
-	})
-	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, s.log, commands.Errorf(commands.EMethod, "%s is not allowed on %s.", r.Method, r.URL.Path))
 	})
 	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
 		s.log.Error("panic", "value", v, "stack", string(debug.Stack()))
@@ -198,6 +201,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.URL.Path = strings.TrimRight(p, "/")
 	}
 	r.URL.Path = normalIDs(r.URL.Path)
+	r.URL.RawQuery = flatQuery(r.URL.RawQuery)
+	if allow := s.methods.allowed(r.URL.Path); allow != nil && !slices.Contains(allow, r.Method) {
+		// A known path: OPTIONS answers what Allow lists, any other method
+		// it does not have is 405, whatever route its pattern would reach.
+		w.Header().Set("Allow", strings.Join(append(allow, http.MethodOptions), ", "))
+		if r.Method == http.MethodOptions {
+			writeOK(w, nil)
+			return
+		}
+		writeError(w, r, s.log, commands.Errorf(commands.EMethod, "%s is not allowed on %s; it takes %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
 	s.router.ServeHTTP(w, r)
 }
 

@@ -86,6 +86,13 @@ func TestSameContent(t *testing.T) {
 	if !sameContent(stored, sent) {
 		t.Error("the same content, keys reordered, compared different")
 	}
+	empty := stored
+	empty.Data = json.RawMessage(`{}`) // as served when nothing was sent
+	none := sent
+	none.Data = nil
+	if !sameContent(empty, none) {
+		t.Error("a send without data did not match its stored {}")
+	}
 	for name, change := range map[string]func(*events.NotificationSent){
 		"sender":  func(e *events.NotificationSent) { e.SenderID = "eve" },
 		"type":    func(e *events.NotificationSent) { e.NotificationType = "u" },

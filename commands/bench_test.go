@@ -41,7 +41,7 @@ func BenchmarkCommandColdLoad(b *testing.B) {
 				return h
 			}
 			warm := newHandlers(l)
-			send := notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "bob", NotificationType: "t", Subject: "s"}
+			send := notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "s"}
 			for range history {
 				if _, _, err := warm.Send.Handle(ctx, send); err != nil {
 					b.Fatal(err)
@@ -82,7 +82,7 @@ func BenchmarkCommandWarm(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
-	send := notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "bob", NotificationType: "t", Subject: "s"}
+	send := notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "s"}
 	b.ResetTimer()
 	own := perOp(b.N, func(int) {
 		if _, _, err := h.Send.Handle(ctx, send); err != nil {

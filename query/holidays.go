@@ -50,7 +50,7 @@ type GlobalHolidayDto struct {
 type CountryHolidayDto struct {
 	ID          string `json:"id"`
 	Date        string `json:"date"`
-	CountryID   string `json:"countryId"`
+	CountryID   int    `json:"countryId"` // ISO 3166-1 numeric, e.g. 826
 	CountryName string `json:"countryName"`
 }
 
@@ -158,18 +158,26 @@ func NewHolidays(ctx context.Context, db *sqlx.DB, config ...HolidaysConfig) (*H
 		country: listQuery{
 			name: "country holidays",
 			// DISTINCT keeps (id, day, country) unique, which paging relies
-			// on. The names are joined in SQL so that countryName can be
-			// filtered and sorted on; a code without a name shows as itself.
-			from: `SELECT h.id, h.date_from + n AS day, c.code AS country_id, COALESCE(names.name, c.code) AS country_name
+			// on. The log keeps alpha-2 codes; the public document's
+			// countryId is the ISO 3166-1 numeric code. Numbers and names
+			// are joined in SQL so that both can be filtered and sorted on.
+			// Creates take only assigned codes, so every code has both; a
+			// code without them would show as 0 and as itself.
+			from: `SELECT h.id, h.date_from + n AS day, c.code AS country_code,
+					COALESCE(names.num, 0) AS country_id, COALESCE(names.name, c.code) AS country_name
 				FROM holidays h
 				CROSS JOIN LATERAL (SELECT DISTINCT code FROM unnest(h.country_ids) AS code) AS c
-				LEFT JOIN (` + countryValues() + `) AS names (code, name) ON names.code = c.code
+				LEFT JOIN (` + countryValues() + `) AS names (code, num, name) ON names.code = c.code
 				` + days + `
 				WHERE h.workspace_id = $1 AND h.type = 'country'`,
 			columns: `x.id, to_char(x.day, 'YYYY-MM-DD'), x.country_id, x.country_name`,
-			order:   `x.day ASC, x.id ASC, x.country_id ASC`,
+			order:   `x.day ASC, x.id ASC, x.country_code ASC`,
 			schema: with(odata.Schema{
-				"countryId":   {Column: "x.country_id", Kind: odata.String},
+				// 826 or, as before, 'GB'.
+				"countryId": {Column: "x.country_id", Kind: odata.Int, Alias: func(code string) (int64, bool) {
+					n, ok := country.Numeric(strings.ToUpper(code))
+					return int64(n), ok
+				}, AliasHint: "an ISO 3166-1 alpha-2 code such as 'GB'"},
 				"countryName": {Column: "x.country_name", Kind: odata.String},
 			}),
 		},
@@ -231,18 +239,19 @@ func resourcesUpTo(n int) string {
 				WHERE h.workspace_id = $1 AND h.date_from <= cutoff.day`
 }
 
-// countryValues is a VALUES list of every country code and name. The names
-// are constants of this build, quoted as literals, never user input.
+// countryValues is a VALUES list of every country's alpha-2 code, numeric
+// code and name. They are constants of this build, quoted as literals,
+// never user input.
 func countryValues() string {
 	var b strings.Builder
 	b.WriteString("VALUES ")
 	first := true
-	for code, name := range country.All() {
+	for c := range country.All() {
 		if !first {
 			b.WriteString(", ")
 		}
 		first = false
-		b.WriteString("(" + pq.QuoteLiteral(code) + ", " + pq.QuoteLiteral(name) + ")")
+		b.WriteString("(" + pq.QuoteLiteral(c.Code) + ", " + strconv.Itoa(c.Numeric) + ", " + pq.QuoteLiteral(c.Name) + ")")
 	}
 	return b.String()
 }

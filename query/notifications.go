@@ -34,6 +34,16 @@ type NotificationDto struct {
 	Data             json.RawMessage   `json:"data"`
 }
 
+// NotificationData is the data of a notification as served: what was sent,
+// or {} when nothing was. The public document's NotificationDataDto is an
+// object, never null, and a strict client refuses a null.
+func NotificationData(sent []byte) json.RawMessage {
+	if len(sent) == 0 || string(sent) == "null" {
+		return json.RawMessage(`{}`)
+	}
+	return sent
+}
+
 // NotificationResponseDto is one page of notifications.
 type NotificationResponseDto struct {
 	Items       []NotificationDto `json:"items"`
@@ -168,9 +178,7 @@ func scanNotification(row interface{ Scan(...any) error }) (NotificationDto, err
 		t := n.ReadDate.UTC()
 		n.ReadDate = &t
 	}
-	if data != nil {
-		n.Data = data
-	}
+	n.Data = NotificationData(data)
 	return n, nil
 }
 

@@ -7,7 +7,7 @@
 // Subject astro.commands.notifications.send, request/reply, header
 // "Authorization: Bearer <JWT>". The payload is the HTTP send body:
 //
-//	{"recipientId":"u1","senderId":"svc","notificationType":"task",
+//	{"recipientId":"u1","senderId":"<the sending user's UUID>","notificationType":"task",
 //	 "subject":"...","message":"...","data":{...}}
 //
 // A "workspaceId" field is optional; when present it must be the token's

@@ -81,7 +81,7 @@ func BenchmarkHTTP(b *testing.B) {
 	s := startService(b)
 	svc := sender(b, "w1")
 	alice := token(b, "alice", "w1")
-	send := `{"recipientId":"alice","senderId":"bob","notificationType":"task","subject":"s","message":"m"}`
+	send := `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"s","message":"m"}`
 	for range 50 {
 		do(b, s, "POST", sendPath, svc, send)
 	}
@@ -119,7 +119,7 @@ func BenchmarkHTTPWrites(b *testing.B) {
 			if toks[user] == "" {
 				toks[user] = token(b, user, "w1")
 			}
-			env := s.call("POST", sendPath, svc, `{"recipientId":"`+user+`","senderId":"bob","notificationType":"task","subject":"s"}`).want(b, 200)
+			env := s.call("POST", sendPath, svc, `{"recipientId":"`+user+`","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"s"}`).want(b, 200)
 			var n notificationDto
 			env.decode(b, &n)
 			targets = append(targets, target{toks[user], n.ID})
@@ -234,7 +234,7 @@ func BenchmarkMemory(b *testing.B) {
 	for range b.N {
 		start := time.Now()
 		parallel(users*each, func(i int) {
-			request("POST", sendPath, svc, fmt.Sprintf(`{"recipientId":"user-%d","senderId":"bob","notificationType":"task","subject":"Task %d","message":"You have a new task"}`, i%users, i))
+			request("POST", sendPath, svc, fmt.Sprintf(`{"recipientId":"user-%d","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"Task %d","message":"You have a new task"}`, i%users, i))
 		})
 		b.Logf("%d sends in %s", users*each, time.Since(start).Round(time.Second))
 		parallel(users, func(u int) {

@@ -65,7 +65,7 @@ func TestPositionTokens(t *testing.T) {
 		}
 		return p
 	}
-	body := map[string]any{"recipientId": "alice", "senderId": "bob", "notificationType": "task"}
+	body := map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "task"}
 	first := position(s.call("POST", sendPath, svc, body).want(t, 200))
 	second := s.call("POST", sendPath, svc, body).want(t, 200)
 	if position(second) <= first {

@@ -40,7 +40,7 @@ func TestDeadlineWithLogUnreachable(t *testing.T) {
 	})
 	svc := token(t, "svc", "w1", "notifications:send")
 	alice := token(t, "alice", "w1")
-	body := map[string]any{"recipientId": "alice", "senderId": "svc", "notificationType": "t"}
+	body := map[string]any{"recipientId": "alice", "senderId": "00005fc0-0000-4000-8000-000000000002", "notificationType": "t"}
 	s.call("POST", "/api/data/notifications", svc, body).want(t, 200)
 
 	ns.Shutdown()

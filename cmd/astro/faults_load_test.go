@@ -318,8 +318,8 @@ func (c *faultClient) pickHoliday(rng *rand.Rand) (string, bool) {
 // send builds a notification send to recipient.
 func (c *faultClient) send(kind, caller, recipient string) *faultCommand {
 	return c.newCommand(kind, caller, recipient, "POST", "/api/data/notifications", func(m string) any {
-		return map[string]any{"recipientId": recipient, "senderId": caller, "notificationType": "load.test",
-			"subject": "load " + m, "message": "fault suite", "data": map[string]any{"marker": m}}
+		return map[string]any{"recipientId": recipient, "senderId": senderID(caller), "notificationType": "load.test",
+			"subject": "load " + m, "message": "fault suite", "data": map[string]any{"taskName": m}}
 	})
 }
 

@@ -56,7 +56,7 @@ func TestFaultsStreamDeleted(t *testing.T) {
 	)
 	send := func(worker, i int) answer {
 		body, _ := json.Marshal(map[string]any{
-			"recipientId": fmt.Sprintf("user%d", i%7), "senderId": "svc", "notificationType": "load",
+			"recipientId": fmt.Sprintf("user%d", i%7), "senderId": "00005fc0-0000-4000-8000-000000000002", "notificationType": "load",
 			"subject": "s", "message": fmt.Sprintf("w%d-%d", worker, i),
 		})
 		req, _ := http.NewRequest(http.MethodPost, s.base+"/api/data/notifications", bytes.NewReader(body))

@@ -200,8 +200,8 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 	send := func(recipient, subject string) string {
 		var n struct{ ID string }
 		s.call("POST", "/api/data/notifications", x.upstreamW1, map[string]any{
-			"recipientId": recipient, "senderId": "carol", "notificationType": "task.assigned",
-			"subject": subject, "message": "m", "data": map[string]any{"taskId": 1},
+			"recipientId": recipient, "senderId": "0000ca20-0000-4000-8000-000000000003", "notificationType": "task.assigned",
+			"subject": subject, "message": "m", "data": map[string]any{"taskId": "6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b"},
 		}).want(f, 200).decode(f, &n)
 		return n.ID
 	}
@@ -275,30 +275,31 @@ func FuzzRequestBody(f *testing.F) {
 		ct   string
 		body string
 	}{
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"task.assigned","subject":"s","message":"m","data":{"taskId":42}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":null}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":[1,2]}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","subject":"\u0000"}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","message":"a\u0000b"}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"k":"\u0000"}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"\ud800"}`},
-		{0, jsonCT, `{"recipientId":"../bob","senderId":"bob","notificationType":"t"}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task.assigned","subject":"s","message":"m","data":{"taskId":"6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task.assigned","data":{"taskId":42,"k":"v"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":null}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":[1,2]}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","subject":"\u0000"}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","message":"a\u0000b"}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":"\u0000"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"\ud800"}`},
+		{0, jsonCT, `{"recipientId":"../bob","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t"}`},
 		// What the read model refuses (issue 14): refused at the door.
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":"\ud800"}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":"\udc00\ud800"}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1e999999}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1e-16384}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1.7976931348623157e308,"y":1e-400}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"x":1,"x":2}}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","data":{"\ud83d\ude00":"\ud83d\ude00"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":"\ud800"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":"\udc00\ud800"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":1e999999}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":1e-16384}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":1.7976931348623157e308,"fileName":1e-400}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":"a","taskName":"b"}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":"\ud83d\ude00"}}`},
 		{0, jsonCT, "{\"recipientId\":\"alice\",\"senderId\":\"bob\",\"notificationType\":\"t\",\"subject\":\"a\xffb\"}"},
 		{0, jsonCT, "{\"recipientId\":\"alice\",\"senderId\":\"bob\",\"notificationType\":\"t\",\"message\":\"\xed\xa0\x80\"}"},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t","subject":"a","subject":"b"}`},
-		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"t"} {}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","subject":"a","subject":"b"}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t"} {}`},
 		{0, jsonCT, `{"recipientId":1}`},
 		{0, "application/vnd.api+json; charset=utf-8", `{}`},
 		{0, "text/plain", `{}`},
-		{0, "", `{"recipientId":"alice","senderId":"bob","notificationType":"t"}`},
+		{0, "", `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t"}`},
 		{0, "application/json; charset=", `[]`},
 		{1, jsonCT, `{"reason":"New Year","type":"global","dateFrom":"2028-01-01","dateTo":"2028-01-01"}`},
 		{1, jsonCT, `{"reason":"Boxing","type":"country","dateFrom":"2028-12-26","dateTo":"2028-12-26","countryId":"GB"}`},
@@ -608,7 +609,7 @@ func FuzzHeaders(f *testing.F) {
 	type endpoint struct{ method, path, tok, body string }
 	endpoints := []endpoint{
 		{"GET", "/api/data/notifications/unreadcount", x.alice, ""},
-		{"POST", "/api/data/notifications", x.upstreamW1, `{"recipientId":"alice","senderId":"hdr","notificationType":"t"}`},
+		{"POST", "/api/data/notifications", x.upstreamW1, `{"recipientId":"alice","senderId":"0000bd20-0000-4000-8000-000000000006","notificationType":"t"}`},
 		{"POST", "/api/data/holidays", x.alice, `{"reason":"Hdr","type":"global","dateFrom":"2028-01-01","dateTo":"2028-01-01"}`},
 		{"PUT", "/api/data/holidays/" + x.holidayW1, x.alice, `{"reason":"%s"}`}, // %s: a fresh name, so the rename appends
 		{"POST", "/api/data/notifications/markallread", x.alice, ""},

@@ -133,10 +133,18 @@ func TestHolidaysEndToEnd(t *testing.T) {
 	s.call("GET", "/api/data/holidays/"+country.ID+"?asOf=2000-01-01T00:00:00Z", alice, nil).want(t, 404)
 
 	// Lists.
-	var days []struct{ ID, Date, CountryID, CountryName string }
-	s.call("GET", "/api/data/holidays/country?$filter="+urlq("date ge 2027-12-27 and countryId eq 'GB'"), alice, nil).want(t, 200).decode(t, &days)
-	if len(days) != 1 || days[0].Date != "2027-12-27" || days[0].CountryName != "United Kingdom" {
-		t.Fatalf("country list: %+v", days)
+	// The public document's CountryHolidayDto: countryId is the ISO 3166-1
+	// numeric code; the filter takes it or, as before, the alpha-2 code.
+	for _, filter := range []string{"date ge 2027-12-27 and countryId eq 'GB'", "date ge 2027-12-27 and countryId eq 826"} {
+		var days []struct {
+			ID, Date    string
+			CountryID   int
+			CountryName string
+		}
+		s.call("GET", "/api/data/holidays/country?$filter="+urlq(filter), alice, nil).want(t, 200).decode(t, &days)
+		if len(days) != 1 || days[0].Date != "2027-12-27" || days[0].CountryID != 826 || days[0].CountryName != "United Kingdom" {
+			t.Fatalf("country list %q: %+v", filter, days)
+		}
 	}
 	var globals []struct{ ID, Date string }
 	s.call("GET", "/api/data/holidays/global", alice, nil).want(t, 200).decode(t, &globals)

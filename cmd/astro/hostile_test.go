@@ -27,16 +27,16 @@ func TestRefusedAtTheDoor(t *testing.T) {
 	svc := token(t, "svc", "w1", "notifications:send", "resources:write")
 	alice := token(t, "alice", "w1")
 	h := s.createHoliday(alice, map[string]any{"reason": "Kept", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
-	const send = `{"recipientId":"alice","senderId":"svc","notificationType":"t",`
+	const send = `{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t",`
 	cases := []struct {
 		method, path, tok, body, field string
 	}{
-		{"POST", "/api/data/notifications", svc, send + `"data":{"x":"\ud800"}}`, "data"},
-		{"POST", "/api/data/notifications", svc, send + `"data":{"x":"\udfff\ud800"}}`, "data"},
-		{"POST", "/api/data/notifications", svc, send + `"data":{"\ud800":1}}`, "data"},
-		{"POST", "/api/data/notifications", svc, send + `"data":{"x":1e999999}}`, "data"},
-		{"POST", "/api/data/notifications", svc, send + `"data":{"x":1e-16384}}`, "data"},
-		{"POST", "/api/data/notifications", svc, send + `"data":{"x":1,"x":2}}`, "data"},
+		{"POST", "/api/data/notifications", svc, send + `"data":{"taskName":"\ud800"}}`, "data"},
+		{"POST", "/api/data/notifications", svc, send + `"data":{"taskName":"\udfff\ud800"}}`, "data"},
+		{"POST", "/api/data/notifications", svc, send + `"data":{"\ud800":"a"}}`, "data"},
+		{"POST", "/api/data/notifications", svc, send + `"data":{"taskName":1e999999}}`, "data"},
+		{"POST", "/api/data/notifications", svc, send + `"data":{"taskName":1e-16384}}`, "data"},
+		{"POST", "/api/data/notifications", svc, send + `"data":{"taskName":"a","taskName":"b"}}`, "data"},
 		{"POST", "/api/data/notifications", svc, send + `"data":{"a":[{"x":1,"\u0078":2}]}}`, "data"},
 		{"POST", "/api/data/notifications", svc, send + `"subject":"a\ud800b"}`, "subject"},
 		{"POST", "/api/data/notifications", svc, send + "\"subject\":\"a\xffb\"}", "subject"},
@@ -58,7 +58,7 @@ func TestRefusedAtTheDoor(t *testing.T) {
 	// Over NATS the body is read without the HTTP decoder: data is checked
 	// by the command itself.
 	nc := s.connectNATS()
-	for _, data := range []string{`{"x":"\ud800"}`, `{"x":1e999999}`, `{"x":1,"x":2}`, "{\"x\":\"\xff\"}"} {
+	for _, data := range []string{`{"taskName":"\ud800"}`, `{"taskName":1e999999}`, `{"taskName":"a","taskName":"b"}`, "{\"taskName\":\"\xff\"}"} {
 		msg := nats.NewMsg(natscmd.SendSubject)
 		msg.Data = []byte(`{"workspaceId":"w1",` + send[1:] + `"data":` + data + `}`)
 		msg.Header.Set("Authorization", "Bearer "+svc)
@@ -88,8 +88,8 @@ func TestWhatASendAcceptsIsServedUnchanged(t *testing.T) {
 	t.Logf("seed %d", seed)
 	accepted, refused := 0, 0
 	for i := range 150 {
-		subject, message, data := genText(rnd), genText(rnd), genObject(rnd, 0)
-		body := `{"recipientId":"alice","senderId":"gen","notificationType":"t","subject":` + subject +
+		subject, message, data := genText(rnd), genText(rnd), genData(rnd)
+		body := `{"recipientId":"alice","senderId":"00009e40-0000-4000-8000-000000000005","notificationType":"t","subject":` + subject +
 			`,"message":` + message + `,"data":` + data + `}`
 		env := s.call("POST", "/api/data/notifications", svc, body)
 		switch env.Status {
@@ -161,40 +161,38 @@ func genText(rnd *rand.Rand) string {
 	return b.String()
 }
 
-var numbers = []string{"0", "-0", "42", "-1.5", "1e2", "1E+2", "2.50", "1e1000", "-1e-1000", "0.000001",
-	"123456789012345678901234567890", "1e300", "1e999999", "1e-999999", "1e1001"}
+// dataKeys are the keys of generated data: NotificationDataDto's fields,
+// one of them escaped, and keys it does not have.
+var dataKeys = []string{`"taskId"`, `"projectId"`, `"assigneeId"`, `"taskName"`, `"projectName"`, `"fileName"`,
+	`"view"`, `"task\u004eame"`, `"k"`, `"\ud800"`, `""`}
 
-func genValue(rnd *rand.Rand, depth int) string {
-	switch k := rnd.IntN(6); {
-	case k == 0 && depth < 3:
-		return genObject(rnd, depth+1)
-	case k == 1 && depth < 3:
-		items := make([]string, rnd.IntN(3))
-		for i := range items {
-			items[i] = genValue(rnd, depth+1)
-		}
-		return "[" + strings.Join(items, ",") + "]"
-	case k == 2:
-		return numbers[rnd.IntN(len(numbers))]
-	case k == 3:
-		return []string{"true", "false", "null"}[rnd.IntN(3)]
-	default:
-		return genText(rnd)
-	}
-}
+var dataValues = []string{"null", `"123e4567-e89b-12d3-a456-426614174000"`, `"123E4567-E89B-12D3-A456-426614174000"`,
+	`"42"`, "42", "1e999999", "true", `{"k":"v"}`, `["a"]`}
 
-func genObject(rnd *rand.Rand, depth int) string {
-	keys := []string{`"k"`, `"taskId"`, `"é"`, `"\u006b"`, `""`, `"\ud800"`}
+// genData is a data object: mostly what NotificationDataDto allows, with
+// hostile text, now and then a key or value it does not allow, a duplicate
+// or a number no double holds.
+func genData(rnd *rand.Rand) string {
 	n := rnd.IntN(4)
 	members := make([]string, 0, n)
 	used := map[string]bool{}
 	for range n {
-		k := keys[rnd.IntN(len(keys))]
+		k := dataKeys[rnd.IntN(len(dataKeys))]
+		if rnd.IntN(3) != 0 {
+			k = dataKeys[rnd.IntN(7)] // mostly known fields
+		}
 		if used[k] && rnd.IntN(3) != 0 {
 			continue // duplicates now and then, not always
 		}
 		used[k] = true
-		members = append(members, k+":"+genValue(rnd, depth))
+		v := genText(rnd)
+		switch {
+		case strings.HasSuffix(k, `Id"`) && rnd.IntN(4) != 0:
+			v = dataValues[1+rnd.IntN(2)]
+		case rnd.IntN(5) == 0:
+			v = dataValues[rnd.IntN(len(dataValues))]
+		}
+		members = append(members, k+":"+v)
 	}
 	return "{" + strings.Join(members, ",") + "}"
 }

@@ -16,7 +16,7 @@ func TestIdempotencyKeyAcrossTransports(t *testing.T) {
 	s := startService(t)
 	nc := s.connectNATS()
 	svc := token(t, "svc", "w1", "notifications:send")
-	const body = `{"recipientId":"alice","senderId":"svc","notificationType":"t","subject":"first"}`
+	const body = `{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","subject":"first"}`
 	overNATS := func(key, body string) envelope {
 		t.Helper()
 		msg := nats.NewMsg(natscmd.SendSubject)
@@ -34,7 +34,7 @@ func TestIdempotencyKeyAcrossTransports(t *testing.T) {
 	if sent := s.logEvents(t, "NotificationSent"); len(sent) != 1 {
 		t.Fatalf("a NATS retry with the same key appended %d sends", len(sent))
 	}
-	if env := overNATS("nats-key", `{"recipientId":"alice","senderId":"svc","notificationType":"t","subject":"second"}`); env.StatusCode != "UnprocessableEntity" {
+	if env := overNATS("nats-key", `{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","subject":"second"}`); env.StatusCode != "UnprocessableEntity" {
 		t.Fatalf("NATS key reused with another body: %+v", env)
 	}
 	// The same key and body over HTTP is another request: 422, not a send.

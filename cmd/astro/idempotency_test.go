@@ -18,7 +18,7 @@ func TestIdempotencyKey(t *testing.T) {
 	s := startService(t)
 	svc := sender(t, "w1")
 	alice := token(t, "alice", "w1")
-	body := map[string]any{"recipientId": "alice", "senderId": "bob", "notificationType": "task", "subject": "once"}
+	body := map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "task", "subject": "once"}
 
 	first := s.call("POST", sendPath, svc, body, "Idempotency-Key", "send-1").want(t, 200)
 	again := s.call("POST", sendPath, svc, body, "Idempotency-Key", "send-1").want(t, 200)
@@ -28,7 +28,7 @@ func TestIdempotencyKey(t *testing.T) {
 	if n := len(s.logEvents(t, "NotificationSent")); n != 1 {
 		t.Fatalf("%d NotificationSent after a retried send, want 1", n)
 	}
-	other := map[string]any{"recipientId": "alice", "senderId": "bob", "notificationType": "task", "subject": "changed"}
+	other := map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "task", "subject": "changed"}
 	s.call("POST", sendPath, svc, other, "Idempotency-Key", "send-1").want(t, 422)
 	// Keys belong to their caller: another user may use the same key.
 	s.call("POST", "/api/data/notifications/markallread", alice, nil, "Idempotency-Key", "send-1").want(t, 200)
@@ -95,7 +95,7 @@ func TestConcurrentRetriesExecuteOnce(t *testing.T) {
 func TestSendAfterItsKeyRecordHasGone(t *testing.T) {
 	s := startService(t)
 	svc := sender(t, "w1")
-	body := `{"recipientId":"alice","senderId":"bob","notificationType":"task","subject":"first","data":{"taskName":"T","projectName":"P"}}`
+	body := `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"first","data":{"taskName":"T","projectName":"P"}}`
 	first := s.call("POST", sendPath, svc, body, "Idempotency-Key", "k").want(t, 200)
 
 	// What expiry does, at once: the bucket forgets every key.
@@ -113,7 +113,7 @@ func TestSendAfterItsKeyRecordHasGone(t *testing.T) {
 
 	// The same request, spelled differently: the stored notification,
 	// its first creation date included.
-	same := `{"data":{"projectName":"P", "taskName":"T"},"recipientId":"alice","senderId":"bob","notificationType":"task","subject":"first"}`
+	same := `{"data":{"projectName":"P", "taskName":"T"},"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"first"}`
 	again := s.call("POST", sendPath, svc, same, "Idempotency-Key", "k").want(t, 200)
 	var a, b notificationDto
 	first.decode(t, &a)
@@ -122,7 +122,7 @@ func TestSendAfterItsKeyRecordHasGone(t *testing.T) {
 		t.Fatalf("retry after the record went answered\n%s\nfor the stored\n%s", again.Data, first.Data)
 	}
 
-	other := `{"recipientId":"alice","senderId":"bob","notificationType":"task","subject":"second"}`
+	other := `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"second"}`
 	s.call("POST", sendPath, svc, other, "Idempotency-Key", "k2-unused").want(t, 200)
 	s.call("POST", sendPath, svc, strings.Replace(other, "second", "third", 1), "Idempotency-Key", "k").want(t, 422)
 	msg := nats.NewMsg(natscmd.SendSubject)

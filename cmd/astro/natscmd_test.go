@@ -25,13 +25,13 @@ func TestSendOverNATS(t *testing.T) {
 		}
 		return natsRequest(t, nc, msg)
 	}
-	env := request(svc, `{"recipientId":"alice","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`)
+	env := request(svc, `{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`)
 	if !env.Success || env.StatusCode != "OK" {
 		t.Fatalf("send over NATS: %+v", env)
 	}
 	var n notificationDto
 	env.decode(t, &n)
-	if n.ID == "" || n.SenderID != "svc" {
+	if n.ID == "" || n.SenderID != "00005fc0-0000-4000-8000-000000000002" {
 		t.Fatalf("reply data: %+v", n)
 	}
 	// Read-your-writes across transports: poll, bounded, since the NATS
@@ -52,8 +52,12 @@ func TestSendOverNATS(t *testing.T) {
 	for body, field := range map[string]string{
 		`not json`: "",
 		`[]`:       "",
-		`{"recipientId":"alice","senderId":"svc","notificationType":"t","subject":"a\u0000b"}`: "subject",
-		`{"workspaceId":"w1","recipientId":"a.b","senderId":"svc","notificationType":"t"}`:     "recipientId",
+		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","subject":"a\u0000b"}`: "subject",
+		`{"workspaceId":"w1","recipientId":"a.b","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t"}`:     "recipientId",
+		// NotificationDataDto, as over HTTP: the one rule is the command's.
+		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"taskId":42}}`:        "data.taskId",
+		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"assigneeId":"bob"}}`: "data.assigneeId",
+		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"marker":"m"}}`:       "data.marker",
 	} {
 		env := request(svc, body)
 		if env.Success || !env.HasError || env.StatusCode != "BadRequest" || env.Error == nil {
@@ -70,7 +74,7 @@ func TestSendOverNATS(t *testing.T) {
 func TestNATSCommandAuthorization(t *testing.T) {
 	s := startService(t)
 	nc := s.connectNATS()
-	const body = `{"recipientId":"victim","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`
+	const body = `{"recipientId":"victim","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`
 	cases := []struct {
 		name, authorization, body, status string
 	}{
@@ -80,7 +84,7 @@ func TestNATSCommandAuthorization(t *testing.T) {
 		{"expired", "Bearer " + expiredToken(t), body, "Unauthorized"},
 		{"no privilege", "Bearer " + token(t, "svc", "victimws"), body, "Forbidden"},
 		{"other workspace named", "Bearer " + token(t, "svc", "attacker", "notifications:send"),
-			`{"workspaceId":"victimws","recipientId":"victim","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`, "Forbidden"},
+			`{"workspaceId":"victimws","recipientId":"victim","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`, "Forbidden"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -223,7 +223,7 @@ func TestNATSSecurity(t *testing.T) {
 		}
 
 		before, beforeConsumers := streamMsgs(t), consumers(t)
-		cmd := []byte(`{"workspaceId":"acme","recipientId":"alice","senderId":"x","notificationType":"t"}`)
+		cmd := []byte(`{"workspaceId":"acme","recipientId":"alice","senderId":"00000000-0000-4000-8000-000000000007","notificationType":"t"}`)
 		protected := protectedConsumers()
 		for _, name := range protected {
 			if !strings.Contains(strings.Join(beforeConsumers, " "), name) {
@@ -323,7 +323,7 @@ func TestNATSSecurity(t *testing.T) {
 		url := s.credentials(t, "service")
 		c := dialProbe(t, url, natsserver.UserService)
 		msg := nats.NewMsg(natscmd.SendSubject)
-		msg.Data = []byte(`{"recipientId":"carol","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`)
+		msg.Data = []byte(`{"recipientId":"carol","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`)
 		msg.Header.Set("Authorization", "Bearer "+svcTok)
 		resp, err := c.RequestMsg(msg, 10*time.Second)
 		if err != nil {
@@ -406,7 +406,7 @@ func TestExternalNATSWithCredentials(t *testing.T) {
 	// Over NATS, as the service user of that server.
 	c := dialProbe(t, strings.Replace(ns.ClientURL(), "nats://", "nats://service:"+pw.Service+"@", 1), natsserver.UserService)
 	msg := nats.NewMsg(natscmd.SendSubject)
-	msg.Data = []byte(`{"recipientId":"alice","senderId":"svc","notificationType":"task","subject":"s","message":"m"}`)
+	msg.Data = []byte(`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`)
 	msg.Header.Set("Authorization", "Bearer "+token(t, "svc", "acme", "notifications:send"))
 	if env := natsRequest(t, c.Conn, msg); !env.Success {
 		t.Fatalf("send over NATS: %+v", env)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"sync"
@@ -28,15 +30,28 @@ type notificationPage struct {
 
 const sendPath = "/api/data/notifications"
 
+// taskID is the data.taskId of sent notifications: NotificationDataDto's
+// ids are uuids.
+const taskID = "6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b"
+
 // sender returns a token allowed to send in ws.
 func sender(t testing.TB, ws string) string { return token(t, "svc-tasks", ws, "notifications:send") }
 
+// senderID is the UUID that stands for the sender called name: senders
+// are users, whom the public document names by UUID.
+func senderID(name string) string {
+	h := sha256.Sum256([]byte(name))
+	x := hex.EncodeToString(h[:16])
+	return x[0:8] + "-" + x[8:12] + "-4" + x[13:16] + "-8" + x[17:20] + "-" + x[20:32]
+}
+
+// send sends a notification from the sender called from (see senderID).
 func (s *service) send(tok, recipient, from, typ string) notificationDto {
 	s.t.Helper()
 	var n notificationDto
 	s.call("POST", sendPath, tok, map[string]any{
-		"recipientId": recipient, "senderId": from, "notificationType": typ,
-		"subject": "Task assigned", "message": "You have a new task", "data": map[string]any{"taskId": 42},
+		"recipientId": recipient, "senderId": senderID(from), "notificationType": typ,
+		"subject": "Task assigned", "message": "You have a new task", "data": map[string]any{"taskId": taskID},
 	}).want(s.t, 200).decode(s.t, &n)
 	return n
 }
@@ -64,7 +79,7 @@ func TestNotificationLifecycle(t *testing.T) {
 		t.Fatalf("unread before any send: %d", n)
 	}
 	n1 := s.send(svc, "alice", "bob", "task")
-	if n1.ID == "" || n1.SenderID != "bob" || n1.ReadDate != nil || n1.Data["taskId"] != float64(42) {
+	if n1.ID == "" || n1.SenderID != senderID("bob") || n1.ReadDate != nil || n1.Data["taskId"] != taskID {
 		t.Fatalf("sent: %+v", n1)
 	}
 	n2 := s.send(svc, "alice", "carol", "comment")
@@ -86,7 +101,10 @@ func TestNotificationLifecycle(t *testing.T) {
 	if !again.Timestamp.Equal(ts.Timestamp) {
 		t.Fatalf("second markread changed the date: %v then %v", ts.Timestamp, again.Timestamp)
 	}
-	s.call("POST", "/api/data/notifications/"+n1.ID+"/markunread", alice, nil).want(t, 200)
+	// The public document's AstroResult: no data.
+	if env := s.call("POST", "/api/data/notifications/"+n1.ID+"/markunread", alice, nil).want(t, 200); env.Data != nil {
+		t.Fatalf("markunread answered data: %s", env.Data)
+	}
 	if got := s.unread(alice); got != 2 {
 		t.Fatalf("unread after markunread: %d", got)
 	}
@@ -144,23 +162,27 @@ func TestNotificationErrors(t *testing.T) {
 		{"delete unknown id", "DELETE", "/api/data/notifications/delete/" + unknown, alice, nil, nil, 404, ""},
 		{"markread unknown id", "POST", "/api/data/notifications/" + unknown + "/markread", alice, nil, nil, 404, ""},
 		{"markunread malformed id", "POST", "/api/data/notifications/x/markunread", alice, nil, nil, 400, "id"},
-		{"send without privilege", "POST", sendPath, alice, map[string]any{"recipientId": "alice", "senderId": "bob", "notificationType": "t"}, nil, 403, ""},
+		{"send without privilege", "POST", sendPath, alice, map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "t"}, nil, 403, ""},
 		{"send malformed json", "POST", sendPath, svc, `{"recipientId":`, nil, 400, ""},
 		{"send not json", "POST", sendPath, svc, `{}`, []string{"Content-Type", "text/plain"}, 415, ""},
 		{"send empty body", "POST", sendPath, svc, ` `, nil, 400, ""},
 		{"send wrong type", "POST", sendPath, svc, map[string]any{"recipientId": 5}, nil, 400, "recipientId"},
 		{"send missing fields", "POST", sendPath, svc, map[string]any{}, nil, 400, "recipientId"},
-		{"send bad recipient", "POST", sendPath, svc, map[string]any{"recipientId": "a.b", "senderId": "bob", "notificationType": "t"}, nil, 400, "recipientId"},
-		{"send data not object", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "bob", "notificationType": "t", "data": []int{1}}, nil, 400, "data"},
+		{"send bad recipient", "POST", sendPath, svc, map[string]any{"recipientId": "a.b", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "t"}, nil, 400, "recipientId"},
+		{"send data not object", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "t", "data": []int{1}}, nil, 400, "data"},
 		{"send too large", "POST", sendPath, svc, fmt.Sprintf(`{"message":%q}`, make([]byte, 300<<10)), nil, 413, ""},
 		{"list bad lastId", "GET", "/api/data/notifications?lastId=zzz", alice, nil, nil, 400, "lastId"},
 		{"list unknown lastId", "GET", "/api/data/notifications?lastId=" + unknown, alice, nil, nil, 400, "lastId"},
 		{"list bad flat", "GET", "/api/data/notifications?asFlatList=maybe", alice, nil, nil, 400, "asFlatList"},
 		{"list NUL sender", "GET", "/api/data/notifications?senderId=%00", alice, nil, nil, 400, "senderId"},
+		{"send sender not a uuid", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "bob", "notificationType": "t"}, nil, 400, "senderId"},
 		{"list NUL type", "GET", "/api/data/notifications?notificationTypes=a%00", alice, nil, nil, 400, "notificationTypes"},
 		{"send trailing brace", "POST", sendPath, svc, `{}}`, nil, 400, ""},
-		{"send NUL subject", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "bob", "notificationType": "t", "subject": "a\x00b"}, nil, 400, "subject"},
-		{"send NUL in data", "POST", sendPath, svc, `{"recipientId":"a","senderId":"bob","notificationType":"t","data":{"k":"\u0000"}}`, nil, 400, "data"},
+		{"send NUL subject", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "t", "subject": "a\x00b"}, nil, 400, "subject"},
+		{"send NUL in data", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":"\u0000"}}`, nil, 400, "data"},
+		{"send data taskId a number", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskId":42}}`, nil, 400, "data.taskId"},
+		{"send data projectId not a uuid", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"projectId":"p-1"}}`, nil, 400, "data.projectId"},
+		{"send data unknown field", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"marker":"m"}}`, nil, 400, "data.marker"},
 		{"markread ok with unknown query and header", "POST", "/api/data/notifications/" + n.ID + "/markread?foo=bar", alice, nil, []string{"X-Unknown", "1"}, 200, ""},
 		{"trailing slash tolerated", "GET", "/api/data/notifications/unreadcount/", alice, nil, nil, 200, ""},
 	}

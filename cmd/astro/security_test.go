@@ -78,8 +78,8 @@ func TestSecurityMatrix(t *testing.T) {
 	var n1, n2 struct{ ID string }
 	for _, n := range []*struct{ ID string }{&n1, &n2} {
 		s.call("POST", "/api/data/notifications", upstream, map[string]any{
-			"recipientId": "alice", "senderId": "carol", "notificationType": "task.assigned",
-			"subject": aliceSubject, "message": "m", "data": map[string]any{"taskId": 7},
+			"recipientId": "alice", "senderId": "0000ca20-0000-4000-8000-000000000003", "notificationType": "task.assigned",
+			"subject": aliceSubject, "message": "m", "data": map[string]any{"taskId": taskID},
 		}).want(t, 200).decode(t, n)
 	}
 	var h, hc struct{ ID string }
@@ -119,7 +119,7 @@ func TestSecurityMatrix(t *testing.T) {
 		marker       string // what alice's own read must carry
 	}
 	send := func(to string) map[string]any {
-		return map[string]any{"recipientId": to, "senderId": "mallory", "notificationType": "phish", "subject": "click"}
+		return map[string]any{"recipientId": to, "senderId": "0000a110-0000-4000-8000-000000000004", "notificationType": "phish", "subject": "click"}
 	}
 	asOf := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	endpoints := []endpoint{
@@ -334,7 +334,7 @@ func TestSecurityIdempotencyReplay(t *testing.T) {
 	s := startService(t, func(env map[string]string) { env["ASTRO_RATE_LIMIT"] = "off" })
 	scoped := "Bearer " + token(t, "svc-tasks", "w1", "notifications:send", "resources:write")
 	plain := "Bearer " + token(t, "svc-tasks", "w1")
-	sendBody := []byte(`{"recipientId":"alice","senderId":"bob","notificationType":"t"}`)
+	sendBody := []byte(`{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t"}`)
 	resourceBody := []byte(`{"name":"Ann","countryCode":"GB","isActive":true,"isGuest":false}`)
 	// A fix may execute the retry, or refuse it as another request under
 	// the same key (422); replaying the kept answer is the failure.

@@ -397,6 +397,7 @@ type contract struct {
 	requests  validator.Validator
 	responses validator.Validator
 	document  validator.Validator // the responses of GET /openapi.json, not strict
+	public    validator.Validator // the answers to the public API document's operations
 	// outside holds, by status, the schema of the answers to requests that
 	// no operation of the document takes: unknown paths and methods.
 	outside map[int]*jsonschema.Schema
@@ -430,14 +431,11 @@ func newContract() (*contract, error) {
 		return nil, err
 	}
 	// Strict mode reports any property a schema does not name, so the
-	// free-form objects (a notification's data, the per-field messages)
-	// are exempt; so is the document itself, which TestOpenAPIServed
-	// compares byte for byte.
+	// free-form per-field messages are exempt (keys holding a dot, such as
+	// data.taskId, are written in brackets); so is the document itself,
+	// which TestOpenAPIServed compares byte for byte.
 	resps, err := build(config.WithFormatAssertions(), config.WithStrictMode(), config.WithStrictIgnorePaths(
-		"$.body.data.data.**",
-		"$.body.data.items[*].data.**",
-		"$.body.data.items[*].children[*].data.**",
-		"$.body.error.validationErrors.**",
+		"$.body.error.validationErrors**",
 	))
 	if err != nil {
 		return nil, err
@@ -457,7 +455,11 @@ func newContract() (*contract, error) {
 	if err := comp.AddResource(docURL, raw); err != nil {
 		return nil, err
 	}
-	c := &contract{requests: reqs, responses: resps, document: doc, outside: map[int]*jsonschema.Schema{}}
+	public, err := newPublicContract()
+	if err != nil {
+		return nil, err
+	}
+	c := &contract{requests: reqs, responses: resps, document: doc, public: public, outside: map[int]*jsonschema.Schema{}}
 	for status, name := range map[int]string{400: "BadRequest", 401: "Unauthorized", 404: "NotFoundRoute", 405: "MethodNotAllowed", 429: "TooManyRequests"} {
 		sch, err := comp.Compile(docURL + "#/components/responses/" + name + "/content/application~1json/schema")
 		if err != nil {
@@ -517,6 +519,8 @@ func (c *contract) check(req *http.Request, reqBody []byte, resp *http.Response,
 		}
 		problems = append(problems, "response: "+describeValidation(errs))
 	}
+	rs.Body = io.NopCloser(bytes.NewReader(respBody))
+	problems = append(problems, c.checkPublic(rq, &rs)...)
 	// A replay is the answer to the first request with its Idempotency-Key,
 	// checked when that one was sent; the retry itself is not executed.
 	replay := resp.Header.Get("Idempotent-Replayed") == "true"
@@ -535,9 +539,8 @@ func (c *contract) check(req *http.Request, reqBody []byte, resp *http.Response,
 // and 405 (known path, other method), it may answer 401 or 429 where that
 // route needs a token, 404 for another method on a route that shares its
 // pattern, 405 for an unknown path that fits another method's pattern, and
-// 400 where it fits an operation's pattern with a malformed id (PUT
-// /api/data/holidays/global renames the holiday "global"). Each is the
-// error envelope of its status.
+// 400 where it fits an operation's pattern with a malformed id. Each is
+// the error envelope of its status.
 func (c *contract) checkOutside(status int, body []byte) []string {
 	sch, ok := c.outside[status]
 	if !ok {
@@ -610,7 +613,7 @@ func (ct *contractTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
 	if problems := ct.c.check(req, reqBody, resp, respBody); len(problems) > 0 {
-		msg := fmt.Sprintf("contract: %s %s → HTTP %d breaks api/openapi.json:\n  %s\n  body: %.500s",
+		msg := fmt.Sprintf("contract: %s %s → HTTP %d breaks the API's documents:\n  %s\n  body: %.500s",
 			req.Method, req.URL.RequestURI(), resp.StatusCode, strings.Join(problems, "\n  "), respBody)
 		// A *testing.F must not fail from inside its fuzz target: there the
 		// breach is the request's error, which the target reports on the

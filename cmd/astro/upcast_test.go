@@ -100,9 +100,12 @@ func TestUpcastHolidayCreatedV1(t *testing.T) {
 	}
 
 	// The list expands the v1 country holiday under its one country.
-	var days []struct{ ID, Date, CountryID string }
+	var days []struct {
+		ID, Date  string
+		CountryID int
+	}
 	s.call("GET", "/api/data/holidays/country?$filter="+urlq("countryId eq 'GB'"), alice, nil).want(t, 200).decode(t, &days)
-	if len(days) != 1 || days[0].Date != "2027-12-26" {
+	if len(days) != 1 || days[0].Date != "2027-12-26" || days[0].CountryID != 826 {
 		t.Fatalf("country list: %+v", days)
 	}
 }

@@ -8,7 +8,7 @@
 // inbox prefix, "_INBOX_service", the only one its permissions allow.
 //
 //	go run ./cmd/example-sender -nats "$(go run ./cmd/astro nats-credentials --role service --url)" \
-//	  -token "$SVC" '{"recipientId":"alice","senderId":"bob","notificationType":"task.assigned","subject":"New task","message":"Hi"}'
+//	  -token "$SVC" '{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task.assigned","subject":"New task","message":"Hi"}'
 package main
 
 import (

@@ -81,9 +81,12 @@ func (cmd *Send) validate() error {
 	if !events.ValidToken(cmd.RecipientID) {
 		v.Add("recipientId", "The recipient id is required: 1 to 64 letters, digits, '-' or '_'.")
 	}
-	if !events.ValidToken(cmd.SenderID) {
-		v.Add("senderId", "The sender id is required: 1 to 64 letters, digits, '-' or '_'.")
+	// The public document's NotificationDto.senderId is a uuid (the
+	// sending user's id), and a strict client refuses anything else.
+	if !events.ValidUUID(cmd.SenderID) {
+		v.Add("senderId", "The sender id is required: the sending user's UUID, such as 123e4567-e89b-12d3-a456-426614174000.")
 	}
+	cmd.SenderID = strings.ToLower(cmd.SenderID)
 	text := func(field, value string, limit int, required bool) {
 		switch n := utf8.RuneCountInString(value); {
 		case !utf8.ValidString(value):
@@ -110,6 +113,7 @@ func (cmd *Send) validate() error {
 		// The raw bytes: over NATS nothing checked them before.
 		v.Add("data", problems[0].Message)
 	} else {
+		checkData(d, v)
 		cmd.Data = d
 	}
 	return v.Err()

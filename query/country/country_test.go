@@ -7,8 +7,8 @@ func TestTable(t *testing.T) {
 		t.Errorf("%d codes, want 249", len(table))
 	}
 	for i, c := range table {
-		if len(c.code) != 2 || c.code[0] < 'A' || c.code[0] > 'Z' || c.code[1] < 'A' || c.code[1] > 'Z' || c.name == "" {
-			t.Errorf("bad entry %q", c)
+		if len(c.code) != 2 || c.code[0] < 'A' || c.code[0] > 'Z' || c.code[1] < 'A' || c.code[1] > 'Z' || c.name == "" || c.num < 1 || c.num > 999 {
+			t.Errorf("bad entry %+v", c)
 		}
 		if i > 0 && table[i-1].code >= c.code {
 			t.Errorf("%s not after %s: binary search needs sorted codes", c.code, table[i-1].code)
@@ -53,10 +53,18 @@ func TestName(t *testing.T) {
 
 func TestAll(t *testing.T) {
 	n := 0
-	for code, name := range All() {
-		if got, _ := Name(code); got != name {
-			t.Errorf("All yielded %s=%q, Name says %q", code, name, got)
+	nums := map[int]string{}
+	for c := range All() {
+		if got, _ := Name(c.Code); got != c.Name {
+			t.Errorf("All yielded %s=%q, Name says %q", c.Code, c.Name, got)
 		}
+		if got, _ := Numeric(c.Code); got != c.Numeric {
+			t.Errorf("All yielded %s=%d, Numeric says %d", c.Code, c.Numeric, got)
+		}
+		if other, dup := nums[c.Numeric]; dup {
+			t.Errorf("%s and %s share the numeric code %d", other, c.Code, c.Numeric)
+		}
+		nums[c.Numeric] = c.Code
 		n++
 	}
 	if n != len(table) {
@@ -64,5 +72,23 @@ func TestAll(t *testing.T) {
 	}
 	for range All() {
 		break // stopping early must not panic
+	}
+}
+
+// TestNumeric: the public API's CountryHolidayDto.countryId is the ISO
+// 3166-1 numeric code.
+func TestNumeric(t *testing.T) {
+	for _, c := range []struct {
+		code string
+		num  int
+		ok   bool
+	}{
+		{"GB", 826, true}, {"US", 840, true}, {"DE", 276, true}, {"FR", 250, true}, {"AD", 20, true},
+		{"AX", 248, true}, {"ZW", 716, true}, {"JP", 392, true}, {"IN", 356, true}, {"BR", 76, true},
+		{"gb", 0, false}, {"UK", 0, false}, {"", 0, false},
+	} {
+		if num, ok := Numeric(c.code); num != c.num || ok != c.ok {
+			t.Errorf("Numeric(%q) = %d, %v; want %d, %v", c.code, num, ok, c.num, c.ok)
+		}
 	}
 }

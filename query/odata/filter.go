@@ -371,6 +371,14 @@ func (p *parser) bind(f operand, op cmpOp, lit token) (*node, error) {
 		}
 		v = lit.text
 	case Int:
+		if lit.kind == tString && f.field.Alias != nil {
+			i, ok := f.field.Alias(lit.text)
+			if !ok {
+				return nil, p.fail(lit, name+" is a whole number or "+f.field.AliasHint+", found "+describe(lit))
+			}
+			v = i
+			break
+		}
 		i, err := strconv.ParseInt(lit.text, 10, 64)
 		if lit.kind != tWord || err != nil {
 			return nil, p.fail(lit, name+" is a whole number, found "+describe(lit))

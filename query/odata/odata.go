@@ -47,6 +47,12 @@ func (k Kind) String() string {
 type Field struct {
 	Column string // trusted SQL expression, e.g. "h.date_from"; never user input
 	Kind   Kind
+	// Alias, for an Int field, reads a quoted literal as the number it
+	// names ('GB' for the country 826), so that a field whose values
+	// clients know by two names can be filtered by either. Its message
+	// says what the literal must be when it is none.
+	Alias     func(string) (int64, bool)
+	AliasHint string
 }
 
 // Schema is keyed by the public JSON field name; lookups are case-insensitive.

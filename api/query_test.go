@@ -1,0 +1,38 @@
+package api
+
+import (
+	"net/url"
+	"reflect"
+	"testing"
+)
+
+func TestFlatQuery(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want url.Values // nil: left as it is
+	}{
+		{"asFlatList=true", nil},
+		{"params[asFlatList]=true", url.Values{"asFlatList": {"true"}}},
+		{"params%5BasFlatList%5D=true&params%5B%24top%5D=5", url.Values{"asFlatList": {"true"}, "$top": {"5"}}},
+		{"params[notificationTypes][]=a&params[notificationTypes][]=b", url.Values{"notificationTypes": {"a", "b"}}},
+		{"params[notificationTypes][0]=a&params[notificationTypes][1]=b", url.Values{"notificationTypes": {"a", "b"}}},
+		{"notificationTypes[]=a&lastId=x", url.Values{"notificationTypes": {"a"}, "lastId": {"x"}}},
+		{"params[$filter]=countryId eq 'GB'", url.Values{"$filter": {"countryId eq 'GB'"}}},
+		{"a[b]=1", nil}, // not an array index: kept
+		{"params[]=1", url.Values{"params": {"1"}}}, // an array named params
+		{"params[x=%zz", nil},                       // does not parse: the handler refuses it
+		{"", nil},
+	} {
+		got := flatQuery(tc.raw)
+		if tc.want == nil {
+			if got != tc.raw {
+				t.Errorf("%q: rewritten to %q", tc.raw, got)
+			}
+			continue
+		}
+		q, err := url.ParseQuery(got)
+		if err != nil || !reflect.DeepEqual(q, tc.want) {
+			t.Errorf("%q: %q (%v), want %v", tc.raw, got, err, tc.want)
+		}
+	}
+}
