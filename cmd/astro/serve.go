@@ -102,24 +102,22 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	notifProj, err := projections.NewNotifications(ctx, db)
-	if err != nil {
-		return err
-	}
-	holidayProj, err := projections.NewHolidays(ctx, db)
+	projectors, err := projections.NewAll(ctx, db)
 	if err != nil {
 		return err
 	}
 	runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log}
-	notifRunner, err := projections.NewRunner(evlog.JetStream(), db, notifProj, runCfg)
-	if err != nil {
-		return err
+	var runners []*projections.Runner
+	byName := map[string]*projections.Runner{}
+	for _, p := range projectors {
+		r, err := projections.NewRunner(evlog.JetStream(), db, p, runCfg)
+		if err != nil {
+			return err
+		}
+		runners = append(runners, r)
+		byName[p.Name()] = r
 	}
-	holidayRunner, err := projections.NewRunner(evlog.JetStream(), db, holidayProj, runCfg)
-	if err != nil {
-		return err
-	}
-	runners := []*projections.Runner{notifRunner, holidayRunner}
+	notifRunner, holidayRunner := byName["notifications"], byName["holidays"]
 
 	notifQueries, err := query.NewNotifications(ctx, db)
 	if err != nil {
