@@ -42,7 +42,23 @@ type RunnerConfig struct {
 	// they do not stop it; without it such an event is retried forever.
 	Parking Parking
 	Logger  *slog.Logger
+	// Metrics, when set, is told of every batch applied and event parked.
+	Metrics RunnerMetrics
+	Now     func() time.Time // the clock lag is measured by; default time.Now
 }
+
+// RunnerMetrics is what a runner reports as it applies the log.
+type RunnerMetrics interface {
+	// Applied: a batch of size events was committed, in elapsed.
+	Applied(size int, elapsed time.Duration)
+	// Parked: n events were parked.
+	Parked(n int)
+}
+
+type noRunnerMetrics struct{}
+
+func (noRunnerMetrics) Applied(int, time.Duration) {}
+func (noRunnerMetrics) Parked(int)                 {}
 
 // Runner feeds one projector from the log.
 type Runner struct {
@@ -75,6 +91,12 @@ func NewRunner(js jetstream.JetStream, db *sqlx.DB, p Projector, cfg RunnerConfi
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noRunnerMetrics{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	cfg.Logger = cfg.Logger.With("projector", p.Name())
 	return &Runner{js: js, db: db, p: p, cfg: cfg, changed: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
@@ -196,7 +218,7 @@ func (r *Runner) Run(ctx context.Context) error {
 // meanwhile. It returns the connection holding the lock, or nil when ctx
 // ended.
 func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
-	key := "astro.projector." + r.p.Name()
+	key := lockKey(r.p.Name())
 	for logged := false; ; {
 		conn, err := r.db.Connx(ctx)
 		if err == nil {
@@ -404,7 +426,7 @@ func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, 
 	if err != nil {
 		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
 	}
-	name := "projector_" + r.p.Name()
+	name := consumerName(r.p.Name())
 	if c, err := stream.Consumer(ctx, name); err == nil {
 		info := c.CachedInfo()
 		if info.Delivered.Stream <= pos && info.NumAckPending == 0 {
@@ -460,9 +482,11 @@ func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {
 	}
 	last := batch[len(batch)-1]
 	if len(raw) > 0 {
+		start := time.Now()
 		if err := r.commit(ctx, evs, raw, poison); err != nil {
 			return err
 		}
+		r.cfg.Metrics.Applied(len(raw), time.Since(start))
 	}
 	// Acknowledging the last acknowledges the batch (AckAll). A lost ack
 	// only means a redelivery, which the checkpoint skips.
@@ -524,6 +548,9 @@ func (r *Runner) commit(ctx context.Context, evs []events.Event, raw map[uint64]
 		return fmt.Errorf("commit: %w", err)
 	}
 	r.parked.Add(int64(len(poison)))
+	if len(poison) > 0 {
+		r.cfg.Metrics.Parked(len(poison))
+	}
 	r.advance(end)
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // the "postgres" driver
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"astro/api"
 	"astro/api/auth"
@@ -23,8 +24,10 @@ import (
 	"astro/commands"
 	"astro/commands/holidays"
 	"astro/commands/notifications"
+	"astro/events"
 	"astro/events/natslog"
 	"astro/events/natsserver"
+	"astro/metrics"
 	"astro/projections"
 	"astro/projections/pgserver"
 	"astro/query"
@@ -54,6 +57,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}
 		cleanup = append(cleanup, release)
 	}
+	metered, err := metrics.New(prometheus.NewRegistry(), log)
+	if err != nil {
+		return err
+	}
 	nc, err := connectNATS(ctx, cfg, log, &cleanup)
 	if err != nil {
 		return err
@@ -71,7 +78,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	// An empty stream created over a log the read models have seen would
 	// hide its loss: without the stream, Astro does not start.
-	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log})
+	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: metered.Log()})
 	if errors.Is(err, natslog.ErrStreamMissing) {
 		return fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
 	}
@@ -79,7 +86,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	inboxes, err := commands.NewStore(evlog, evlog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, Logger: log})
+	inboxes, err := commands.NewStore(evlog, evlog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, Logger: log, Metrics: metered.Store(events.KindInbox)})
 	if err != nil {
 		return err
 	}
@@ -89,11 +96,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	holidayStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName, Logger: log})
+	holidayStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName, Logger: log, Metrics: metered.Store(events.KindHoliday)})
 	if err != nil {
 		return err
 	}
-	resourceStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, Logger: log})
+	resourceStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, Logger: log, Metrics: metered.Store(events.KindResource)})
 	if err != nil {
 		return err
 	}
@@ -106,16 +113,21 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log}
 	var runners []*projections.Runner
+	var sources []metrics.StatusSource
 	byName := map[string]*projections.Runner{}
 	for _, p := range projectors {
+		runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name())}
 		r, err := projections.NewRunner(evlog.JetStream(), db, p, runCfg)
 		if err != nil {
 			return err
 		}
 		runners = append(runners, r)
+		sources = append(sources, r)
 		byName[p.Name()] = r
+	}
+	if err := metered.WatchProjectors(2*time.Second, sources...); err != nil {
+		return err
 	}
 	notifRunner, holidayRunner := byName["notifications"], byName["holidays"]
 
@@ -164,8 +176,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			if !r.Ready() {
 				return fmt.Errorf("projector %s is starting", r.Name())
 			}
+			if err := checkLag(ctx, r, cfg.ReadyMaxLagEvents, cfg.ReadyMaxLag); err != nil {
+				return err
+			}
 		}
 		return nil
+	}
+	var metricsHandler http.Handler
+	if cfg.MetricsAddr == "" {
+		metricsHandler = metered.Handler()
 	}
 	apiServer, err := api.New(api.Config{
 		Verifier: verifier, Notifications: notify, NotificationQueries: notifQueries,
@@ -174,6 +193,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Resources: resourceQueries, Log: evlog,
 		Idempotency: idem, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Now: now,
 		Ready: ready, Logger: log, RequestTimeout: cfg.RequestTimeout,
+		Metrics: metered, MetricsHandler: metricsHandler,
 	})
 	if err != nil {
 		return err
@@ -202,6 +222,29 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		g.add(r.Run)
 	}
 	g.add(cmds.Run)
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metered.Handler())
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.MetricsAddr, err)
+		}
+		metricsServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		g.add(func(ctx context.Context) error {
+			errc := make(chan error, 1)
+			go func() { errc <- metricsServer.Serve(mln) }()
+			fmt.Fprintf(stdout, "astro: metrics on http://%s/metrics\n", mln.Addr())
+			select {
+			case err := <-errc:
+				return fmt.Errorf("metrics http: %w", err)
+			case <-ctx.Done():
+			}
+			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+			defer cancel()
+			return metricsServer.Shutdown(shutdownCtx)
+		})
+	}
 	g.add(func(ctx context.Context) error {
 		errc := make(chan error, 1)
 		go func() { errc <- httpServer.Serve(ln) }()
@@ -221,6 +264,26 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	err = g.run(ctx)
 	log.Info("astro stopped", "err", err)
 	return err
+}
+
+// checkLag refuses readiness while r lags past either bound (0: none),
+// saying which projector and by how much: an instance whose read models
+// are far behind answers reads late (each waits for its writes) and should
+// get no traffic until it caught up.
+func checkLag(ctx context.Context, r *projections.Runner, maxEvents uint64, maxAge time.Duration) error {
+	if maxEvents == 0 && maxAge == 0 {
+		return nil
+	}
+	st, err := r.Status(ctx)
+	if err != nil {
+		return logNotReady(err)
+	}
+	if maxEvents > 0 && st.LagEvents > maxEvents || maxAge > 0 && st.LagSeconds > maxAge.Seconds() {
+		return &commands.Error{Code: commands.EUnavailable, Message: fmt.Sprintf(
+			"projector %s lags %d events (oldest unapplied %.1fs old) behind the log, past the bound of %d events or %s",
+			st.Projector, st.LagEvents, st.LagSeconds, maxEvents, maxAge)}
+	}
+	return nil
 }
 
 func connectNATS(ctx context.Context, cfg Config, log *slog.Logger, cleanup *[]func()) (*nats.Conn, error) {

@@ -47,7 +47,23 @@ type Config struct {
 	// are then unavailable.
 	EventsOnly bool
 	Logger     *slog.Logger
+	// Metrics, when set, is told of every append and every retry.
+	Metrics Metrics
 }
+
+// Metrics is what the log reports of appends.
+type Metrics interface {
+	// Appended: an Append ended after elapsed with err (nil,
+	// events.ErrConflict, events.ErrAlreadyAppended or a failure).
+	Appended(elapsed time.Duration, err error)
+	// Retried: a publish failed for a passing reason and is tried again.
+	Retried()
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Appended(time.Duration, error) {}
+func (noMetrics) Retried()                      {}
 
 func (c *Config) defaults() {
 	if c.Stream == "" {
@@ -73,6 +89,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
 	}
 }
 
@@ -191,6 +210,13 @@ func (l *Log) Stream() string { return l.cfg.Stream }
 
 // Append implements commands.Log.
 func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error) {
+	start := time.Now()
+	seq, err := l.append(ctx, subject, expected, evs)
+	l.cfg.Metrics.Appended(time.Since(start), err)
+	return seq, err
+}
+
+func (l *Log) append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error) {
 	if len(evs) == 0 {
 		return 0, errors.New("append: no events")
 	}
@@ -237,6 +263,7 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs [
 			return 0, fmt.Errorf("append to %s: %w", subject, ErrStreamMissing)
 		}
 		l.cfg.Logger.Warn("append failed, retrying", "subject", subject, "attempt", attempt, "err", err)
+		l.cfg.Metrics.Retried()
 		select {
 		case <-retryCtx.Done():
 			if ctx.Err() != nil {
