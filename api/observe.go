@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Metrics is what the HTTP layer reports. The server resolves a
@@ -44,6 +46,7 @@ func (noMetrics) Observe(int, time.Duration)        {}
 type router struct {
 	*httprouter.Router
 	metrics Metrics
+	tracing bool
 }
 
 func (rt *router) GET(path string, h httprouter.Handle)    { rt.handle(http.MethodGet, path, h) }
@@ -53,9 +56,17 @@ func (rt *router) DELETE(path string, h httprouter.Handle) { rt.handle(http.Meth
 
 func (rt *router) handle(method, path string, h httprouter.Handle) {
 	m := rt.metrics.Route(method, path)
+	name := method + " " + path
+	route := attribute.String("http.route", path)
+	tracing := rt.tracing
 	rt.Router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		if rec, ok := w.(*statusRecorder); ok {
 			rec.route = m
+		}
+		if tracing {
+			span := trace.SpanFromContext(r.Context())
+			span.SetName(name)
+			span.SetAttributes(route)
 		}
 		h(w, r, p)
 	})

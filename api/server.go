@@ -16,6 +16,10 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"astro/api/auth"
 	"astro/commands"
@@ -86,6 +90,9 @@ type Config struct {
 	// MetricsHandler, when set, answers GET /metrics without a token (the
 	// Prometheus exposition); unset when metrics are served elsewhere.
 	MetricsHandler http.Handler
+	// Tracer, when set, traces every request as a server span that
+	// continues the caller's W3C traceparent; nil costs nothing.
+	Tracer trace.Tracer
 
 	MaxBodyBytes   int64         // default 256 KiB
 	ReadYourWrites time.Duration // longest a read waits for its read model to catch up; default 5s
@@ -161,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 		s.log.Error("panic", "value", v, "stack", string(debug.Stack()))
 		writeError(w, r, s.log, fmt.Errorf("panic: %v", v))
 	}
-	s.router = &router{Router: rt, metrics: s.metrics}
+	s.router = &router{Router: rt, metrics: s.metrics, tracing: cfg.Tracer != nil}
 	s.routes()
 	return s, nil
 }
@@ -197,11 +204,18 @@ func (s *Server) routes() {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Metrics == nil {
+	if s.cfg.Metrics == nil && s.cfg.Tracer == nil {
 		s.serve(w, r)
 		return
 	}
 	start := time.Now()
+	var span trace.Span
+	if s.cfg.Tracer != nil {
+		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span = s.cfg.Tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+		r = r.WithContext(ctx)
+	}
 	rec := s.recs.get(w, s.other)
 	s.serve(rec, r)
 	status := rec.status
@@ -210,6 +224,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.route.Observe(status, time.Since(start))
 	s.recs.put(rec)
+	if span != nil {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		span.End()
+	}
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {

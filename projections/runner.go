@@ -13,6 +13,9 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"astro/events"
 	"astro/events/natslog"
@@ -45,6 +48,10 @@ type RunnerConfig struct {
 	// Metrics, when set, is told of every batch applied and event parked.
 	Metrics RunnerMetrics
 	Now     func() time.Time // the clock lag is measured by; default time.Now
+	// Tracer, when set, traces each batch as a consumer span: a child of
+	// the trace of its first event that carries one, linked to every
+	// event's trace. nil costs nothing.
+	Tracer trace.Tracer
 }
 
 // RunnerMetrics is what a runner reports as it applies the log.
@@ -483,7 +490,19 @@ func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {
 	last := batch[len(batch)-1]
 	if len(raw) > 0 {
 		start := time.Now()
-		if err := r.commit(ctx, evs, raw, poison); err != nil {
+		var span trace.Span
+		if r.cfg.Tracer != nil {
+			ctx, span = r.startSpan(ctx, batch, len(raw))
+		}
+		err := r.commit(ctx, evs, raw, poison)
+		if span != nil {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "apply failed")
+			}
+			span.End()
+		}
+		if err != nil {
 			return err
 		}
 		r.cfg.Metrics.Applied(len(raw), time.Since(start))
@@ -494,6 +513,28 @@ func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {
 		r.cfg.Logger.Warn("ack", "err", err)
 	}
 	return nil
+}
+
+// startSpan starts the span of a batch. A batch applies the events of many
+// requests: it continues the trace of the first, so that one trace shows a
+// write from its request to the batch that applied it, and links them all.
+func (r *Runner) startSpan(ctx context.Context, batch []jetstream.Msg, size int) (context.Context, trace.Span) {
+	var links []trace.Link
+	var parent trace.SpanContext
+	for _, m := range batch {
+		if sc := natslog.TraceContext(m.Headers()); sc.IsValid() {
+			if !parent.IsValid() {
+				parent = sc
+			}
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	if parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	return r.cfg.Tracer.Start(ctx, "project "+r.p.Name(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("astro.projector", r.p.Name()),
+			attribute.Int("messaging.batch.message_count", size)))
 }
 
 // commit applies evs in one transaction with the checkpoint at the batch's

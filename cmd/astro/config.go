@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is everything the service reads from flags and the environment.
@@ -44,6 +46,11 @@ type Config struct {
 	// /readyz answers 503. 0 turns a bound off.
 	ReadyMaxLagEvents uint64
 	ReadyMaxLag       time.Duration
+	// Tracing: the OTEL_* variables ask for traces (see tracingFromEnv).
+	Tracing bool
+	// TracerProvider, when set, receives the spans instead of an OTLP
+	// exporter: for tests, which read them from memory.
+	TracerProvider trace.TracerProvider
 }
 
 // setting is one flag with its environment variable and default.
@@ -144,6 +151,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if c.ReadyMaxLag, err = time.ParseDuration(get("ready-max-lag")); err != nil || c.ReadyMaxLag < 0 {
 		return Config{}, fmt.Errorf("ready-max-lag: want a duration such as 30s, got %q", get("ready-max-lag"))
+	}
+	if c.Tracing, err = tracingFromEnv(getenv); err != nil {
+		return Config{}, err
 	}
 	return c, c.Validate()
 }

@@ -61,6 +61,23 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tp := cfg.TracerProvider
+	if tp == nil && cfg.Tracing {
+		otlp, err := otlpTracerProvider(ctx)
+		if err != nil {
+			return err
+		}
+		cleanup = append(cleanup, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := otlp.Shutdown(ctx); err != nil {
+				log.Warn("trace exporter shutdown", "err", err)
+			}
+		})
+		tp = otlp
+		log.Info("tracing on: spans exported over OTLP")
+	}
+	tr := tracer(tp)
 	nc, err := connectNATS(ctx, cfg, log, &cleanup)
 	if err != nil {
 		return err
@@ -78,7 +95,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	// An empty stream created over a log the read models have seen would
 	// hide its loss: without the stream, Astro does not start.
-	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: metered.Log()})
+	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: metered.Log(), Tracer: tr})
 	if errors.Is(err, natslog.ErrStreamMissing) {
 		return fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
 	}
@@ -117,7 +134,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	var sources []metrics.StatusSource
 	byName := map[string]*projections.Runner{}
 	for _, p := range projectors {
-		runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name())}
+		runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name()), Tracer: tr}
 		r, err := projections.NewRunner(evlog.JetStream(), db, p, runCfg)
 		if err != nil {
 			return err
@@ -193,7 +210,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Resources: resourceQueries, Log: evlog,
 		Idempotency: idem, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Now: now,
 		Ready: ready, Logger: log, RequestTimeout: cfg.RequestTimeout,
-		Metrics: metered, MetricsHandler: metricsHandler,
+		Metrics: metered, MetricsHandler: metricsHandler, Tracer: tr,
 	})
 	if err != nil {
 		return err

@@ -83,12 +83,18 @@ func startService(t testing.TB, opts ...serviceOption) *service {
 
 func startWithEnv(t testing.TB, env map[string]string) *service {
 	t.Helper()
+	return startWithRun(t, env, run)
+}
+
+// startWithRun starts the service through runFn, run or a variant of it.
+func startWithRun(t testing.TB, env map[string]string, runFn func(context.Context, []string, func(string) string, io.Writer, io.Writer) error) *service {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	var stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, nil, func(k string) string { return env[k] }, pw, &stderr)
+		done <- runFn(ctx, nil, func(k string) string { return env[k] }, pw, &stderr)
 		pw.Close()
 	}()
 	addr, metricsAt := make(chan string, 1), make(chan string, 1)
