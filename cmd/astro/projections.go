@@ -7,6 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +18,10 @@ import (
 	"astro/events/natsserver"
 	"astro/projections"
 )
+
+// postgresURLFile holds the URL of the running service's private
+// PostgreSQL, in its data directory.
+const postgresURLFile = "postgres-url"
 
 // runProjections is `astro projections status`: each projector's position,
 // lag and state, from any machine that reaches the log and the database.
@@ -28,13 +35,17 @@ func runProjections(ctx context.Context, args []string, getenv func(string) stri
 	fs.SetOutput(stderr)
 	client := natsClient{Role: natsserver.UserAstro} // the projectors' consumers are Astro's own
 	client.addFlags(fs, getenv)
-	dbURL := fs.String("database-url", getenv("ASTRO_DATABASE_URL"), "PostgreSQL of the read models ($ASTRO_DATABASE_URL)")
+	dbURL := fs.String("database-url", getenv("ASTRO_DATABASE_URL"), "PostgreSQL of the read models; default: the running service's private one, found in its data directory ($ASTRO_DATABASE_URL)")
 	asJSON := fs.Bool("json", false, "one JSON object a projector instead of a table")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if *dbURL == "" {
-		return errors.New("projections status: set --database-url (ASTRO_DATABASE_URL): the read models' checkpoints are there")
+		b, err := os.ReadFile(filepath.Join(client.DataDir, postgresURLFile))
+		if err != nil {
+			return errors.New("projections status: set --database-url (ASTRO_DATABASE_URL), or run it beside a running service with a private PostgreSQL: the read models' checkpoints are there")
+		}
+		*dbURL = strings.TrimSpace(string(b))
 	}
 	log, _, closeLog, err := openLog(ctx, client)
 	if err != nil {

@@ -371,6 +371,13 @@ func openDatabase(ctx context.Context, cfg Config, log *slog.Logger, cleanup *[]
 			}
 		})
 		url = pg.URL()
+		// Tools on this machine (astro projections status) find the private
+		// database here, as they find the embedded NATS server.
+		urlFile := filepath.Join(cfg.DataDir, postgresURLFile)
+		if err := os.WriteFile(urlFile, []byte(url+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		*cleanup = append(*cleanup, func() { _ = os.Remove(urlFile) })
 	}
 	db, err := sqlx.Open("postgres", url)
 	if err != nil {
