@@ -47,6 +47,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		return IdempotencyError(err)
 	case replay != nil:
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		s.metrics.IdempotentReplay()
 		w.Header().Set("Idempotent-Replayed", "true")
 		w.WriteHeader(replay.Status)
 		_, _ = w.Write(replay.Body)

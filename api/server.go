@@ -17,6 +17,10 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"astro/api/auth"
 	"astro/commands"
@@ -81,6 +85,16 @@ type Config struct {
 	// then answer 429. Writes go to the log and are not counted.
 	WorkspaceSlots int
 
+	// Metrics, when set, records every request, rate-limit refusal and
+	// idempotent replay.
+	Metrics Metrics
+	// MetricsHandler, when set, answers GET /metrics without a token (the
+	// Prometheus exposition); unset when metrics are served elsewhere.
+	MetricsHandler http.Handler
+	// Tracer, when set, traces every request as a server span that
+	// continues the caller's W3C traceparent; nil costs nothing.
+	Tracer trace.Tracer
+
 	MaxBodyBytes   int64         // default 256 KiB
 	ReadYourWrites time.Duration // longest a read waits for its read model to catch up; default 5s
 	Logger         *slog.Logger
@@ -90,8 +104,11 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	router  *httprouter.Router
+	router  *router
 	limiter *limiter // nil: no rate limit
+	metrics Metrics
+	other   RouteMetrics // requests no route matched
+	recs    recorderPool
 	slots   *slots
 	tokens  *tokenCache
 	sends   SendAnswers
@@ -131,7 +148,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), methods: methods}
+	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), methods: methods, metrics: cfg.Metrics}
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
+	s.other = s.metrics.Route("", "")
 	s.sends = SendAnswers{Queries: cfg.NotificationQueries, Projected: cfg.NotificationsProjected, Wait: cfg.ReadYourWrites}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), cfg.Now)
@@ -152,7 +173,7 @@ func New(cfg Config) (*Server, error) {
 		s.log.Error("panic", "value", v, "stack", string(debug.Stack()))
 		writeError(w, r, s.log, fmt.Errorf("panic: %v", v))
 	}
-	s.router = rt
+	s.router = &router{Router: rt, metrics: s.metrics, tracing: cfg.Tracer != nil}
 	s.routes()
 	return s, nil
 }
@@ -178,12 +199,46 @@ func (s *Server) routes() {
 		writeOK(w, map[string]string{"status": "ready"})
 	})
 	rt.GET("/openapi.json", serveOpenAPI)
+	if h := s.cfg.MetricsHandler; h != nil {
+		// Scrapers carry no token; the numbers name no user or workspace.
+		rt.GET("/metrics", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { h.ServeHTTP(w, r) })
+	}
 	s.notificationRoutes()
 	s.holidayRoutes()
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Metrics == nil && s.cfg.Tracer == nil {
+		s.serve(w, r)
+		return
+	}
+	start := time.Now()
+	var span trace.Span
+	if s.cfg.Tracer != nil {
+		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span = s.cfg.Tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+		r = r.WithContext(ctx)
+	}
+	rec := s.recs.get(w, s.other)
+	s.serve(rec, r)
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	rec.route.Observe(status, time.Since(start))
+	s.recs.put(rec)
+	if span != nil {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		span.End()
+	}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	reqID := r.Header.Get("X-Request-Id")
 	if !events.ValidToken(reqID) {
 		reqID = events.NewID(time.Now())
@@ -226,6 +281,7 @@ func (s *Server) authed(h handler) httprouter.Handle {
 		c, err := s.caller(r)
 		if err == nil && s.limiter != nil {
 			if ok, wait := s.limiter.allow(c.WorkspaceID + "/" + c.UserID); !ok {
+				s.metrics.RateLimited()
 				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
 				err = commands.Errorf(commands.ETooManyRequests, "Too many requests; retry after %d s.", retryAfter(wait))
 			}
@@ -235,6 +291,7 @@ func (s *Server) authed(h handler) httprouter.Handle {
 			// which this guard does not need to share out.
 			release, ok := s.slots.acquire(r.Context(), c.WorkspaceID)
 			if !ok {
+				s.metrics.WorkspaceBusy()
 				w.Header().Set("Retry-After", "1")
 				err = commands.Errorf(commands.ETooManyRequests, "Too many requests of this workspace at once; retry after 1 s.")
 			} else {

@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"time"
 
 	"astro/events"
 )
@@ -60,7 +61,30 @@ type StoreConfig struct {
 	// a race. Default 20.
 	MaxAttempts int
 	Logger      *slog.Logger
+	// Metrics, when set, is told of cache hits, cold loads and lost races.
+	Metrics StoreMetrics
 }
+
+// StoreMetrics is what a Store reports.
+type StoreMetrics interface {
+	// CacheHit: a command found its aggregate in memory.
+	CacheHit()
+	// ColdLoad: an aggregate was loaded from its snapshot and the events
+	// after it, which took elapsed.
+	ColdLoad(elapsed time.Duration)
+	// Retry: an append lost an optimistic-concurrency race and the command
+	// is decided again on the newer state.
+	Retry()
+	// GaveUp: a command lost MaxAttempts races and answered a conflict.
+	GaveUp()
+}
+
+type noStoreMetrics struct{}
+
+func (noStoreMetrics) CacheHit()              {}
+func (noStoreMetrics) ColdLoad(time.Duration) {}
+func (noStoreMetrics) Retry()                 {}
+func (noStoreMetrics) GaveUp()                {}
 
 // Result is what an executed command appended. Seq is the log position the
 // caller's next read must reflect; with no events it is the aggregate's
@@ -128,6 +152,9 @@ func NewStore[A Aggregate](log Log, snaps Snapshots, fresh func() A, cfg StoreCo
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noStoreMetrics{}
+	}
 	return &Store[A]{log: log, snaps: snaps, fresh: fresh, cfg: cfg, seed: maphash.MakeSeed(), cache: map[string]*list.Element{}}, nil
 }
 
@@ -177,6 +204,7 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 			return Result{Seq: c.seq, Events: appended}, nil
 		}
 		if attempt == s.cfg.MaxAttempts {
+			s.cfg.Metrics.GaveUp()
 			return Result{}, &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: events.ErrConflict}
 		}
 	}
@@ -194,6 +222,7 @@ func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Ev
 				return false, err
 			}
 			if errors.Is(err, events.ErrConflict) {
+				s.cfg.Metrics.Retry()
 				return true, nil
 			}
 			// This very event (ids are unique to a command, or derived from
@@ -257,10 +286,12 @@ func (s *Store[A]) load(ctx context.Context, subject string) (*cached[A], error)
 	if el, ok := s.cache[subject]; ok {
 		s.lru.MoveToFront(el)
 		s.mu.Unlock()
+		s.cfg.Metrics.CacheHit()
 		return el.Value.(*cached[A]), nil
 	}
 	s.mu.Unlock()
 
+	start := time.Now()
 	c := &cached[A]{key: subject, agg: s.fresh()}
 	seq, data, err := s.snaps.Load(ctx, s.snapshotKey(subject))
 	if err != nil {
@@ -278,6 +309,7 @@ func (s *Store[A]) load(ctx context.Context, subject string) (*cached[A], error)
 		return nil, err
 	}
 	s.remember(c)
+	s.cfg.Metrics.ColdLoad(time.Since(start))
 	return c, nil
 }
 

@@ -64,7 +64,8 @@ func TestAsyncAPI(t *testing.T) {
 	// Every header Astro writes is described.
 	ce := dig(t, doc, "components", "schemas", "CloudEventsHeaders", "properties")
 	for _, h := range []string{"ce-specversion", "ce-id", "ce-source", "ce-type", "ce-subject", "ce-time", "ce-datacontenttype",
-		"ce-dataschema", "ce-workspaceid", "ce-actorid", "ce-integrationname", "ce-correlationid", "ce-schemaversion", "Nats-Msg-Id"} {
+		"ce-dataschema", "ce-workspaceid", "ce-actorid", "ce-integrationname", "ce-correlationid", "ce-schemaversion", "Nats-Msg-Id",
+		natslog.HeaderTraceParent, natslog.HeaderTraceState, "traceparent", "tracestate"} {
 		if _, ok := ce[h]; !ok {
 			t.Errorf("CloudEventsHeaders lacks %s", h)
 		}

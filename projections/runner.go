@@ -13,6 +13,9 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"astro/events"
 	"astro/events/natslog"
@@ -42,7 +45,27 @@ type RunnerConfig struct {
 	// they do not stop it; without it such an event is retried forever.
 	Parking Parking
 	Logger  *slog.Logger
+	// Metrics, when set, is told of every batch applied and event parked.
+	Metrics RunnerMetrics
+	Now     func() time.Time // the clock lag is measured by; default time.Now
+	// Tracer, when set, traces each batch as a consumer span: a child of
+	// the trace of its first event that carries one, linked to every
+	// event's trace. nil costs nothing.
+	Tracer trace.Tracer
 }
+
+// RunnerMetrics is what a runner reports as it applies the log.
+type RunnerMetrics interface {
+	// Applied: a batch of size events was committed, in elapsed.
+	Applied(size int, elapsed time.Duration)
+	// Parked: n events were parked.
+	Parked(n int)
+}
+
+type noRunnerMetrics struct{}
+
+func (noRunnerMetrics) Applied(int, time.Duration) {}
+func (noRunnerMetrics) Parked(int)                 {}
 
 // Runner feeds one projector from the log.
 type Runner struct {
@@ -75,6 +98,12 @@ func NewRunner(js jetstream.JetStream, db *sqlx.DB, p Projector, cfg RunnerConfi
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noRunnerMetrics{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	cfg.Logger = cfg.Logger.With("projector", p.Name())
 	return &Runner{js: js, db: db, p: p, cfg: cfg, changed: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
@@ -196,7 +225,7 @@ func (r *Runner) Run(ctx context.Context) error {
 // meanwhile. It returns the connection holding the lock, or nil when ctx
 // ended.
 func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
-	key := "astro.projector." + r.p.Name()
+	key := lockKey(r.p.Name())
 	for logged := false; ; {
 		conn, err := r.db.Connx(ctx)
 		if err == nil {
@@ -404,7 +433,7 @@ func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, 
 	if err != nil {
 		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
 	}
-	name := "projector_" + r.p.Name()
+	name := consumerName(r.p.Name())
 	if c, err := stream.Consumer(ctx, name); err == nil {
 		info := c.CachedInfo()
 		if info.Delivered.Stream <= pos && info.NumAckPending == 0 {
@@ -460,9 +489,23 @@ func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {
 	}
 	last := batch[len(batch)-1]
 	if len(raw) > 0 {
-		if err := r.commit(ctx, evs, raw, poison); err != nil {
+		start := time.Now()
+		var span trace.Span
+		if r.cfg.Tracer != nil {
+			ctx, span = r.startSpan(ctx, batch, len(raw))
+		}
+		err := r.commit(ctx, evs, raw, poison)
+		if span != nil {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "apply failed")
+			}
+			span.End()
+		}
+		if err != nil {
 			return err
 		}
+		r.cfg.Metrics.Applied(len(raw), time.Since(start))
 	}
 	// Acknowledging the last acknowledges the batch (AckAll). A lost ack
 	// only means a redelivery, which the checkpoint skips.
@@ -470,6 +513,28 @@ func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {
 		r.cfg.Logger.Warn("ack", "err", err)
 	}
 	return nil
+}
+
+// startSpan starts the span of a batch. A batch applies the events of many
+// requests: it continues the trace of the first, so that one trace shows a
+// write from its request to the batch that applied it, and links them all.
+func (r *Runner) startSpan(ctx context.Context, batch []jetstream.Msg, size int) (context.Context, trace.Span) {
+	var links []trace.Link
+	var parent trace.SpanContext
+	for _, m := range batch {
+		if sc := natslog.TraceContext(m.Headers()); sc.IsValid() {
+			if !parent.IsValid() {
+				parent = sc
+			}
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	if parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	return r.cfg.Tracer.Start(ctx, "project "+r.p.Name(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("astro.projector", r.p.Name()),
+			attribute.Int("messaging.batch.message_count", size)))
 }
 
 // commit applies evs in one transaction with the checkpoint at the batch's
@@ -524,6 +589,9 @@ func (r *Runner) commit(ctx context.Context, evs []events.Event, raw map[uint64]
 		return fmt.Errorf("commit: %w", err)
 	}
 	r.parked.Add(int64(len(poison)))
+	if len(poison) > 0 {
+		r.cfg.Metrics.Parked(len(poison))
+	}
 	r.advance(end)
 	return nil
 }

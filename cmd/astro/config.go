@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is everything the service reads from flags and the environment.
@@ -37,6 +39,18 @@ type Config struct {
 	LogLevel       slog.Level
 	ShutdownGrace  time.Duration
 	RequestTimeout time.Duration
+	// MetricsAddr, when set, serves /metrics there instead of on the API's
+	// address.
+	MetricsAddr string
+	// ReadyMaxLagEvents and ReadyMaxLag bound projector lag: past either,
+	// /readyz answers 503. 0 turns a bound off.
+	ReadyMaxLagEvents uint64
+	ReadyMaxLag       time.Duration
+	// Tracing: the OTEL_* variables ask for traces (see tracingFromEnv).
+	Tracing bool
+	// TracerProvider, when set, receives the spans instead of an OTLP
+	// exporter: for tests, which read them from memory.
+	TracerProvider trace.TracerProvider
 }
 
 // setting is one flag with its environment variable and default.
@@ -64,6 +78,9 @@ var settings = []setting{
 	{"log-level", "ASTRO_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"shutdown-grace", "ASTRO_SHUTDOWN_GRACE", "10s", "how long a shutdown waits for requests in flight"},
 	{"request-timeout", "ASTRO_REQUEST_TIMEOUT", "30s", "every request's deadline; past it the request is cancelled and answers 503 with Retry-After"},
+	{"metrics-addr", "ASTRO_METRICS_ADDR", "", "serve /metrics on this address instead of the API's (e.g. :9090, kept off the public port)"},
+	{"ready-max-lag-events", "ASTRO_READY_MAX_LAG_EVENTS", "100000", "/readyz answers 503 while a projector has more events than this not applied; 0: no bound"},
+	{"ready-max-lag", "ASTRO_READY_MAX_LAG", "30s", "/readyz answers 503 while a projector's oldest unapplied event is older than this; 0: no bound"},
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
@@ -127,6 +144,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if c.RequestTimeout, err = time.ParseDuration(get("request-timeout")); err != nil || c.RequestTimeout <= 0 {
 		return Config{}, fmt.Errorf("request-timeout: want a positive duration, got %q", get("request-timeout"))
+	}
+	c.MetricsAddr = get("metrics-addr")
+	if c.ReadyMaxLagEvents, err = strconv.ParseUint(get("ready-max-lag-events"), 10, 64); err != nil {
+		return Config{}, fmt.Errorf("ready-max-lag-events: want a whole number, got %q", get("ready-max-lag-events"))
+	}
+	if c.ReadyMaxLag, err = time.ParseDuration(get("ready-max-lag")); err != nil || c.ReadyMaxLag < 0 {
+		return Config{}, fmt.Errorf("ready-max-lag: want a duration such as 30s, got %q", get("ready-max-lag"))
+	}
+	if c.Tracing, err = tracingFromEnv(getenv); err != nil {
+		return Config{}, err
 	}
 	return c, c.Validate()
 }

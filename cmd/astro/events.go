@@ -19,9 +19,6 @@ import (
 	"astro/projections"
 )
 
-// projectorNames are the projectors a redrive goes to by default.
-var projectorNames = []string{"notifications", "holidays"}
-
 // runEvents is `astro events tail|parked|redrive`: the log as a consumer
 // and an operator see it.
 func runEvents(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -83,7 +80,7 @@ func runEvents(ctx context.Context, args []string, getenv func(string) string, s
 				"type": p.Header.Get("ce-type"), "reason": p.Reason, "parkedAt": p.ParkedAt, "parkSeq": p.ParkSeq})
 		})
 	case "redrive":
-		names := projectorNames
+		names := projections.Names()
 		if *projector != "" {
 			names = []string{*projector}
 		}

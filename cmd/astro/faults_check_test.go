@@ -113,11 +113,8 @@ func faultReadLog(ctx context.Context, urls string) (_ []events.Event, note stri
 
 // projectorOf names the projector that consumes an event's subject.
 func faultProjectorOf(e events.Event) string {
-	switch e.Aggregate.Kind {
-	case events.KindInbox:
-		return "notifications"
-	case events.KindHoliday, events.KindResource:
-		return "holidays"
+	if c := projections.Consumers(e.Aggregate.Kind); len(c) > 0 {
+		return c[0]
 	}
 	return ""
 }
@@ -141,7 +138,10 @@ func (v *faultVerdict) problem(format string, args ...any) {
 
 // checkLog holds the log to the ledger.
 func faultCheckLog(ws string, log []events.Event, cmds []*faultCommand) *faultVerdict {
-	v := &faultVerdict{Events: len(log), Targets: map[string]uint64{"notifications": 0, "holidays": 0}}
+	v := &faultVerdict{Events: len(log), Targets: map[string]uint64{}}
+	for _, name := range projections.Names() {
+		v.Targets[name] = 0
+	}
 	byMarker := map[string]*faultCommand{}
 	deletesOf := map[string][]*faultCommand{} // notification id → delete commands
 	sentOf := map[string]map[string]int{}
@@ -447,19 +447,15 @@ func faultRebuild(ctx context.Context, urls, url string, targets map[string]uint
 	if err := projections.Migrate(ctx, db); err != nil {
 		return err
 	}
-	np, err := projections.NewNotifications(ctx, db)
-	if err != nil {
-		return err
-	}
-	hp, err := projections.NewHolidays(ctx, db)
+	projectors, err := projections.NewAll(ctx, db)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var runners []*projections.Runner
-	done := make(chan error, 2)
-	for _, p := range []projections.Projector{np, hp} {
+	done := make(chan error, len(projectors))
+	for _, p := range projectors {
 		r, err := projections.NewRunner(js, db, p, projections.RunnerConfig{Stream: faultStream,
 			Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {

@@ -5,6 +5,7 @@
 //	astro token ...       print a development token
 //	astro audit holiday   print a holiday's history from the log
 //	astro events ...      tail the log; list and redrive parked events
+//	astro projections status  each projector's position, lag and state
 //	astro nats-credentials  print what a NATS client of the embedded server needs
 //
 // Run "astro -h" or "astro token -h" for the flags; every flag also reads
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runAudit(ctx, args[1:], getenv, stdout, stderr)
 		case "events":
 			return runEvents(ctx, args[1:], getenv, stdout, stderr)
+		case "projections":
+			return runProjections(ctx, args[1:], getenv, stdout, stderr)
 		case "nats-credentials":
 			return runNATSCredentials(args[1:], getenv, stdout, stderr)
 		case "serve":

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"astro/events/natsserver"
+	"astro/projections"
 )
 
 // Files of the embedded NATS server's credentials in the data directory.
@@ -37,8 +38,9 @@ const (
 // stream (projections.Runner names them "projector_" + projector), which
 // no downstream consumer may touch.
 func protectedConsumers() []string {
-	out := make([]string, len(projectorNames))
-	for i, p := range projectorNames {
+	names := projections.Names()
+	out := make([]string, len(names))
+	for i, p := range names {
 		out[i] = "projector_" + p
 	}
 	return out

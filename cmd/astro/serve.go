@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // the "postgres" driver
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"astro/api"
 	"astro/api/auth"
@@ -23,8 +24,10 @@ import (
 	"astro/commands"
 	"astro/commands/holidays"
 	"astro/commands/notifications"
+	"astro/events"
 	"astro/events/natslog"
 	"astro/events/natsserver"
+	"astro/metrics"
 	"astro/projections"
 	"astro/projections/pgserver"
 	"astro/query"
@@ -54,6 +57,27 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}
 		cleanup = append(cleanup, release)
 	}
+	metered, err := metrics.New(prometheus.NewRegistry(), log)
+	if err != nil {
+		return err
+	}
+	tp := cfg.TracerProvider
+	if tp == nil && cfg.Tracing {
+		otlp, err := otlpTracerProvider(ctx)
+		if err != nil {
+			return err
+		}
+		cleanup = append(cleanup, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := otlp.Shutdown(ctx); err != nil {
+				log.Warn("trace exporter shutdown", "err", err)
+			}
+		})
+		tp = otlp
+		log.Info("tracing on: spans exported over OTLP")
+	}
+	tr := tracer(tp)
 	nc, err := connectNATS(ctx, cfg, log, &cleanup)
 	if err != nil {
 		return err
@@ -71,7 +95,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	// An empty stream created over a log the read models have seen would
 	// hide its loss: without the stream, Astro does not start.
-	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log})
+	evlog, err := natslog.Open(ctx, nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: metered.Log(), Tracer: tr})
 	if errors.Is(err, natslog.ErrStreamMissing) {
 		return fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
 	}
@@ -79,7 +103,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	inboxes, err := commands.NewStore(evlog, evlog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, Logger: log})
+	inboxes, err := commands.NewStore(evlog, evlog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, Logger: log, Metrics: metered.Store(events.KindInbox)})
 	if err != nil {
 		return err
 	}
@@ -89,11 +113,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	holidayStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName, Logger: log})
+	holidayStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName, Logger: log, Metrics: metered.Store(events.KindHoliday)})
 	if err != nil {
 		return err
 	}
-	resourceStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, Logger: log})
+	resourceStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, Logger: log, Metrics: metered.Store(events.KindResource)})
 	if err != nil {
 		return err
 	}
@@ -102,24 +126,27 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	notifProj, err := projections.NewNotifications(ctx, db)
+	projectors, err := projections.NewAll(ctx, db)
 	if err != nil {
 		return err
 	}
-	holidayProj, err := projections.NewHolidays(ctx, db)
-	if err != nil {
+	var runners []*projections.Runner
+	var sources []metrics.StatusSource
+	byName := map[string]*projections.Runner{}
+	for _, p := range projectors {
+		runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name()), Tracer: tr}
+		r, err := projections.NewRunner(evlog.JetStream(), db, p, runCfg)
+		if err != nil {
+			return err
+		}
+		runners = append(runners, r)
+		sources = append(sources, r)
+		byName[p.Name()] = r
+	}
+	if err := metered.WatchProjectors(2*time.Second, sources...); err != nil {
 		return err
 	}
-	runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log}
-	notifRunner, err := projections.NewRunner(evlog.JetStream(), db, notifProj, runCfg)
-	if err != nil {
-		return err
-	}
-	holidayRunner, err := projections.NewRunner(evlog.JetStream(), db, holidayProj, runCfg)
-	if err != nil {
-		return err
-	}
-	runners := []*projections.Runner{notifRunner, holidayRunner}
+	notifRunner, holidayRunner := byName["notifications"], byName["holidays"]
 
 	notifQueries, err := query.NewNotifications(ctx, db)
 	if err != nil {
@@ -166,8 +193,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			if !r.Ready() {
 				return fmt.Errorf("projector %s is starting", r.Name())
 			}
+			if err := checkLag(ctx, r, cfg.ReadyMaxLagEvents, cfg.ReadyMaxLag); err != nil {
+				return err
+			}
 		}
 		return nil
+	}
+	var metricsHandler http.Handler
+	if cfg.MetricsAddr == "" {
+		metricsHandler = metered.Handler()
 	}
 	apiServer, err := api.New(api.Config{
 		Verifier: verifier, Notifications: notify, NotificationQueries: notifQueries,
@@ -176,6 +210,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Resources: resourceQueries, Log: evlog,
 		Idempotency: idem, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Now: now,
 		Ready: ready, Logger: log, RequestTimeout: cfg.RequestTimeout,
+		Metrics: metered, MetricsHandler: metricsHandler, Tracer: tr,
 	})
 	if err != nil {
 		return err
@@ -207,6 +242,29 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		g.add(r.Run)
 	}
 	g.add(cmds.Run)
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metered.Handler())
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.MetricsAddr, err)
+		}
+		metricsServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		g.add(func(ctx context.Context) error {
+			errc := make(chan error, 1)
+			go func() { errc <- metricsServer.Serve(mln) }()
+			fmt.Fprintf(stdout, "astro: metrics on http://%s/metrics\n", mln.Addr())
+			select {
+			case err := <-errc:
+				return fmt.Errorf("metrics http: %w", err)
+			case <-ctx.Done():
+			}
+			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+			defer cancel()
+			return metricsServer.Shutdown(shutdownCtx)
+		})
+	}
 	g.add(func(ctx context.Context) error {
 		errc := make(chan error, 1)
 		go func() { errc <- httpServer.Serve(ln) }()
@@ -226,6 +284,26 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	err = g.run(ctx)
 	log.Info("astro stopped", "err", err)
 	return err
+}
+
+// checkLag refuses readiness while r lags past either bound (0: none),
+// saying which projector and by how much: an instance whose read models
+// are far behind answers reads late (each waits for its writes) and should
+// get no traffic until it caught up.
+func checkLag(ctx context.Context, r *projections.Runner, maxEvents uint64, maxAge time.Duration) error {
+	if maxEvents == 0 && maxAge == 0 {
+		return nil
+	}
+	st, err := r.Status(ctx)
+	if err != nil {
+		return logNotReady(err)
+	}
+	if maxEvents > 0 && st.LagEvents > maxEvents || maxAge > 0 && st.LagSeconds > maxAge.Seconds() {
+		return &commands.Error{Code: commands.EUnavailable, Message: fmt.Sprintf(
+			"projector %s lags %d events (oldest unapplied %.1fs old) behind the log, past the bound of %d events or %s",
+			st.Projector, st.LagEvents, st.LagSeconds, maxEvents, maxAge)}
+	}
+	return nil
 }
 
 func connectNATS(ctx context.Context, cfg Config, log *slog.Logger, cleanup *[]func()) (*nats.Conn, error) {
@@ -296,6 +374,13 @@ func openDatabase(ctx context.Context, cfg Config, log *slog.Logger, cleanup *[]
 			}
 		})
 		url = pg.URL()
+		// Tools on this machine (astro projections status) find the private
+		// database here, as they find the embedded NATS server.
+		urlFile := filepath.Join(cfg.DataDir, postgresURLFile)
+		if err := os.WriteFile(urlFile, []byte(url+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		*cleanup = append(*cleanup, func() { _ = os.Remove(urlFile) })
 	}
 	db, err := sqlx.Open("postgres", url)
 	if err != nil {

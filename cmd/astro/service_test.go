@@ -50,6 +50,9 @@ type service struct {
 	env    map[string]string
 	client *http.Client // every test request goes through it
 	stop   func()       // stops this instance; Cleanup calls it too
+	// metricsAt gets the metrics URL when ASTRO_METRICS_ADDR serves them
+	// apart.
+	metricsAt chan string
 }
 
 type serviceOption func(env map[string]string)
@@ -80,20 +83,29 @@ func startService(t testing.TB, opts ...serviceOption) *service {
 
 func startWithEnv(t testing.TB, env map[string]string) *service {
 	t.Helper()
+	return startWithRun(t, env, run)
+}
+
+// startWithRun starts the service through runFn, run or a variant of it.
+func startWithRun(t testing.TB, env map[string]string, runFn func(context.Context, []string, func(string) string, io.Writer, io.Writer) error) *service {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	var stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, nil, func(k string) string { return env[k] }, pw, &stderr)
+		done <- runFn(ctx, nil, func(k string) string { return env[k] }, pw, &stderr)
 		pw.Close()
 	}()
-	addr := make(chan string, 1)
+	addr, metricsAt := make(chan string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			if a, ok := strings.CutPrefix(sc.Text(), "astro: listening on "); ok {
 				addr <- a
+			}
+			if a, ok := strings.CutPrefix(sc.Text(), "astro: metrics on "); ok {
+				metricsAt <- a
 			}
 		}
 	}()
@@ -130,7 +142,7 @@ func startWithEnv(t testing.TB, env map[string]string) *service {
 		t.Fatalf("api/openapi.json: %v", err)
 	}
 	client := &http.Client{Timeout: time.Minute, Transport: &contractTransport{t: t, c: c, next: http.DefaultTransport}}
-	s := &service{t: t, base: base, env: env, client: client, stop: stop}
+	s := &service{t: t, base: base, env: env, client: client, stop: stop, metricsAt: metricsAt}
 	s.waitReady()
 	return s
 }

@@ -12,6 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"astro/events"
 )
@@ -47,7 +50,26 @@ type Config struct {
 	// are then unavailable.
 	EventsOnly bool
 	Logger     *slog.Logger
+	// Metrics, when set, is told of every append and every retry.
+	Metrics Metrics
+	// Tracer, when set, traces each append as a producer span and writes
+	// the trace context into the events' headers; nil costs nothing.
+	Tracer trace.Tracer
 }
+
+// Metrics is what the log reports of appends.
+type Metrics interface {
+	// Appended: an Append ended after elapsed with err (nil,
+	// events.ErrConflict, events.ErrAlreadyAppended or a failure).
+	Appended(elapsed time.Duration, err error)
+	// Retried: a publish failed for a passing reason and is tried again.
+	Retried()
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Appended(time.Duration, error) {}
+func (noMetrics) Retried()                      {}
 
 func (c *Config) defaults() {
 	if c.Stream == "" {
@@ -73,6 +95,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
 	}
 }
 
@@ -191,6 +216,27 @@ func (l *Log) Stream() string { return l.cfg.Stream }
 
 // Append implements commands.Log.
 func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error) {
+	start := time.Now()
+	var span trace.Span
+	if l.cfg.Tracer != nil {
+		ctx, span = l.cfg.Tracer.Start(ctx, "append "+evs[0].Aggregate.Kind, trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", subject),
+				attribute.String("cloudevents.event_type", evs[0].Type), attribute.Int("messaging.batch.message_count", len(evs))))
+	}
+	seq, err := l.append(ctx, subject, expected, evs)
+	l.cfg.Metrics.Appended(time.Since(start), err)
+	if span != nil {
+		span.SetAttributes(attribute.Int64("astro.log.sequence", int64(seq)))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "append failed")
+		}
+		span.End()
+	}
+	return seq, err
+}
+
+func (l *Log) append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error) {
 	if len(evs) == 0 {
 		return 0, errors.New("append: no events")
 	}
@@ -200,6 +246,9 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs [
 			return 0, fmt.Errorf("append: event for %s in an append to %s", s, subject)
 		}
 		msgs[i] = Encode(e)
+		if l.cfg.Tracer != nil {
+			injectTrace(ctx, msgs[i].Header)
+		}
 	}
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
 
@@ -237,6 +286,7 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs [
 			return 0, fmt.Errorf("append to %s: %w", subject, ErrStreamMissing)
 		}
 		l.cfg.Logger.Warn("append failed, retrying", "subject", subject, "attempt", attempt, "err", err)
+		l.cfg.Metrics.Retried()
 		select {
 		case <-retryCtx.Done():
 			if ctx.Err() != nil {

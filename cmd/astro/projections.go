@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"astro/events/natsserver"
+	"astro/projections"
+)
+
+// postgresURLFile holds the URL of the running service's private
+// PostgreSQL, in its data directory.
+const postgresURLFile = "postgres-url"
+
+// runProjections is `astro projections status`: each projector's position,
+// lag and state, from any machine that reaches the log and the database.
+func runProjections(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	usage := "Usage: astro projections status [--json] [--database-url URL] [--nats-url URL]"
+	if len(args) == 0 || args[0] != "status" {
+		fmt.Fprintln(stderr, usage)
+		return errors.New("projections: want status")
+	}
+	fs := flag.NewFlagSet("astro projections status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := natsClient{Role: natsserver.UserAstro} // the projectors' consumers are Astro's own
+	client.addFlags(fs, getenv)
+	dbURL := fs.String("database-url", getenv("ASTRO_DATABASE_URL"), "PostgreSQL of the read models; default: the running service's private one, found in its data directory ($ASTRO_DATABASE_URL)")
+	asJSON := fs.Bool("json", false, "one JSON object a projector instead of a table")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *dbURL == "" {
+		b, err := os.ReadFile(filepath.Join(client.DataDir, postgresURLFile))
+		if err != nil {
+			return errors.New("projections status: set --database-url (ASTRO_DATABASE_URL), or run it beside a running service with a private PostgreSQL: the read models' checkpoints are there")
+		}
+		*dbURL = strings.TrimSpace(string(b))
+	}
+	log, _, closeLog, err := openLog(ctx, client)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	db, err := sqlx.Open("postgres", *dbURL)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out []projections.Status
+	for _, reg := range projections.Registered() {
+		st, err := projections.ReadStatus(ctx, log.JetStream(), db, log.Stream(), reg, time.Now())
+		if err != nil {
+			return err
+		}
+		out = append(out, st)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, st := range out {
+			if err := enc.Encode(st); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROJECTOR\tSTATE\tPOSITION\tLOG END\tLAG (EVENTS)\tLAG (OLDEST UNAPPLIED)")
+	for _, st := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", st.Projector, st.State, st.Position, st.LogLast, st.LagEvents,
+			(time.Duration(st.LagSeconds * float64(time.Second))).Round(time.Millisecond))
+	}
+	return tw.Flush()
+}
