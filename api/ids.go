@@ -14,7 +14,7 @@ import (
 // /history and ?asOf=). Resource ids are case-sensitive tokens, not UUIDs,
 // and are left alone.
 func normalIDs(path string) string {
-	if !strings.HasPrefix(path, "/api/data/holidays/") && !strings.HasPrefix(path, "/api/data/notifications/") {
+	if !strings.HasPrefix(path, "/api/data/holidays/") && !strings.HasPrefix(path, "/api/data/notifications/") && !strings.HasPrefix(path, "/api/data/resources/") {
 		return path
 	}
 	segs := strings.Split(path, "/")

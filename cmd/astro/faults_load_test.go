@@ -318,7 +318,7 @@ func (c *faultClient) pickHoliday(rng *rand.Rand) (string, bool) {
 // send builds a notification send to recipient.
 func (c *faultClient) send(kind, caller, recipient string) *faultCommand {
 	return c.newCommand(kind, caller, recipient, "POST", "/api/data/notifications", func(m string) any {
-		return map[string]any{"recipientId": recipient, "senderId": senderID(caller), "notificationType": "load.test",
+		return map[string]any{"recipientId": recipient, "senderId": idOf(caller), "notificationType": "load.test",
 			"subject": "load " + m, "message": "fault suite", "data": map[string]any{"taskName": m}}
 	})
 }
@@ -361,7 +361,7 @@ func (c *faultClient) step(rng *rand.Rand) {
 			case 1:
 				return map[string]any{"reason": "hol " + m, "type": "country", "dateFrom": day, "dateTo": day, "countryId": []string{"GB"}}
 			default:
-				return map[string]any{"reason": "hol " + m, "type": "people", "dateFrom": day, "dateTo": day, "resources": []string{"r0", "r1"}}
+				return map[string]any{"reason": "hol " + m, "type": "people", "dateFrom": day, "dateTo": day, "resources": []string{idOf("r0"), idOf("r1")}}
 			}
 		}))
 	case p < 93:
@@ -371,7 +371,7 @@ func (c *faultClient) step(rng *rand.Rand) {
 			}))
 		}
 	default:
-		r := fmt.Sprintf("r%d", rng.IntN(5))
+		r := idOf(fmt.Sprintf("r%d", rng.IntN(5)))
 		c.run(c.newCommand(kResource, sender, r, "PUT", "/api/data/resources/"+r, func(m string) any {
 			return map[string]any{"name": "res " + m, "countryCode": []string{"GB", "DE", "FR"}[rng.IntN(3)], "isActive": true, "isGuest": false}
 		}))

@@ -193,7 +193,7 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 	for _, r := range []struct{ tok, id, country string }{
 		{x.upstreamW1, "r-gb", "GB"}, {x.upstreamW1, "r-de", "DE"}, {x.upstreamW2, "r-gb", "GB"},
 	} {
-		s.call("PUT", "/api/data/resources/"+r.id, r.tok, map[string]any{
+		s.call("PUT", "/api/data/resources/"+idOf(r.id), r.tok, map[string]any{
 			"name": "Person " + r.id, "countryCode": r.country, "isActive": true, "isGuest": false,
 		}).want(f, 200)
 	}
@@ -215,9 +215,9 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 	}
 	x.holidayW1 = create(x.alice, map[string]any{"reason": x.w1Secret, "type": "country", "dateFrom": "2027-12-26", "dateTo": "2027-12-27", "countryId": []string{"GB"}})
 	// Its id is in no seed, so no fuzz input renames it: the secret stays.
-	create(x.alice, map[string]any{"reason": x.w1Secret + " (kept)", "type": "people", "dateFrom": "2027-04-01", "dateTo": "2027-04-01", "resources": []string{"r-gb"}})
+	create(x.alice, map[string]any{"reason": x.w1Secret + " (kept)", "type": "people", "dateFrom": "2027-04-01", "dateTo": "2027-04-01", "resources": []string{idOf("r-gb")}})
 	create(x.alice, map[string]any{"reason": "New Year", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
-	create(x.alice, map[string]any{"reason": "Offsite", "type": "people", "dateFrom": "2027-03-01", "dateTo": "2027-03-03", "resources": []string{"r-de"}})
+	create(x.alice, map[string]any{"reason": "Offsite", "type": "people", "dateFrom": "2027-03-01", "dateTo": "2027-03-03", "resources": []string{idOf("r-de")}})
 	x.holidayW2 = create(x.mallory, map[string]any{"reason": "Mallory day", "type": "global", "dateFrom": "2027-06-01", "dateTo": "2027-06-01"})
 	return x
 }
@@ -263,7 +263,7 @@ func FuzzRequestBody(f *testing.F) {
 		{"POST", "/api/data/notifications", x.upstreamW1},
 		{"POST", "/api/data/holidays", x.alice},
 		{"PUT", "/api/data/holidays/" + x.holidayW1, x.bob}, // any user of w1 may rename
-		{"PUT", "/api/data/resources/r-fuzz", x.upstreamW1},
+		{"PUT", "/api/data/resources/" + idOf("r-fuzz"), x.upstreamW1},
 		{"POST", "/api/data/notifications/" + x.notifAlice + "/markread", x.alice},
 		{"POST", "/api/data/notifications/" + x.notifAlice + "/markunread", x.alice},
 		{"POST", "/api/data/notifications/markallread", x.alice},
@@ -303,7 +303,7 @@ func FuzzRequestBody(f *testing.F) {
 		{0, "application/json; charset=", `[]`},
 		{1, jsonCT, `{"reason":"New Year","type":"global","dateFrom":"2028-01-01","dateTo":"2028-01-01"}`},
 		{1, jsonCT, `{"reason":"Boxing","type":"country","dateFrom":"2028-12-26","dateTo":"2028-12-26","countryId":"GB"}`},
-		{1, jsonCT, `{"reason":"Off","type":"people","dateFrom":"2028-03-01","dateTo":"2028-03-03","resources":[{"id":"r-de"},"r-gb"]}`},
+		{1, jsonCT, `{"reason":"Off","type":"people","dateFrom":"2028-03-01","dateTo":"2028-03-03","resources":[{"id":"` + idOf("r-de") + `"},"` + idOf("r-gb") + `"]}`},
 		{1, jsonCT, `{"reason":"Long","type":"global","dateFrom":"2028-01-01","dateTo":"2029-01-01"}`},
 		{1, jsonCT, `{"reason":"Backwards","type":"global","dateFrom":"2028-01-02","dateTo":"2028-01-01"}`},
 		{1, jsonCT, `{"reason":"Leap","type":"global","dateFrom":"2028-02-29","dateTo":"2028-02-30"}`},
@@ -382,12 +382,12 @@ func FuzzRequestBody(f *testing.F) {
 			if !slices.ContainsFunc(page.Items, func(n struct{ ID string }) bool { return n.ID == sent.ID }) {
 				t.Fatalf("%s answered %s, but recipient %q does not see it: %s", what, a.raw, asked.RecipientID, g.raw)
 			}
-		case "/api/data/resources/r-fuzz":
+		case "/api/data/resources/" + idOf("r-fuzz"):
 			// The global holiday of the fixture covers every active
 			// non-guest resource of w1.
 			var r struct{ IsActive, IsGuest bool }
 			a.decode(t, &r)
-			get, _ := fuzzRequest(x.s, "GET", "/api/data/holidays/resource?%24filter="+url.QueryEscape("resourceId eq 'r-fuzz'"), nil, "Authorization", "Bearer "+x.alice)
+			get, _ := fuzzRequest(x.s, "GET", "/api/data/holidays/resource?%24filter="+url.QueryEscape("resourceId eq '"+idOf("r-fuzz")+"'"), nil, "Authorization", "Bearer "+x.alice)
 			var days []struct{ ResourceID string }
 			g := doChecked(t, x.s, get)
 			g.decode(t, &days)
@@ -613,7 +613,7 @@ func FuzzHeaders(f *testing.F) {
 		{"POST", "/api/data/holidays", x.alice, `{"reason":"Hdr","type":"global","dateFrom":"2028-01-01","dateTo":"2028-01-01"}`},
 		{"PUT", "/api/data/holidays/" + x.holidayW1, x.alice, `{"reason":"%s"}`}, // %s: a fresh name, so the rename appends
 		{"POST", "/api/data/notifications/markallread", x.alice, ""},
-		{"PUT", "/api/data/resources/r-hdr", x.upstreamW1, `{"name":"%s","countryCode":"GB","isActive":true}`},
+		{"PUT", "/api/data/resources/" + idOf("r-hdr"), x.upstreamW1, `{"name":"%s","countryCode":"GB","isActive":true}`},
 	}
 	validID := "0193a6a2-7c5e-7000-8000-000000000000"
 	seeds := [][5]string{

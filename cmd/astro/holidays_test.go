@@ -22,11 +22,23 @@ type holidayDto struct {
 	} `json:"resources"`
 }
 
+// resourceIDs are the ids of the holiday's resources, sorted.
 func (h holidayDto) resourceIDs() []string {
 	ids := []string{}
 	for _, r := range h.Resources {
 		ids = append(ids, r.ID)
 	}
+	slices.Sort(ids)
+	return ids
+}
+
+// idsOf are the UUIDs of the resources called names (see idOf), sorted.
+func idsOf(names ...string) []string {
+	ids := []string{}
+	for _, n := range names {
+		ids = append(ids, idOf(n))
+	}
+	slices.Sort(ids)
 	return ids
 }
 
@@ -41,10 +53,11 @@ type historyEntry struct {
 	NewReason       string    `json:"newReason"`
 }
 
-func (s *service) upsertResource(tok, id, country string, active, guest bool) {
+// upsertResource records the resource called name (its id is idOf(name)).
+func (s *service) upsertResource(tok, name, country string, active, guest bool) {
 	s.t.Helper()
-	s.call("PUT", "/api/data/resources/"+id, tok, map[string]any{
-		"name": "Person " + id, "countryCode": country, "isActive": active, "isGuest": guest,
+	s.call("PUT", "/api/data/resources/"+idOf(name), tok, map[string]any{
+		"name": "Person " + name, "countryCode": country, "isActive": active, "isGuest": guest,
 	}).want(s.t, 200)
 }
 
@@ -75,25 +88,25 @@ func TestHolidaysEndToEnd(t *testing.T) {
 	if global.Reason != "New Year" || global.Type != "global" || *global.DateFrom != "2027-01-01" || len(global.CountryID) != 0 {
 		t.Fatalf("global: %+v", global)
 	}
-	if got := global.resourceIDs(); !slices.Equal(got, []string{"r-de-1", "r-gb-1"}) {
+	if got := global.resourceIDs(); !slices.Equal(got, idsOf("r-de-1", "r-gb-1")) {
 		t.Fatalf("global resources %v", got)
 	}
 	country := s.createHoliday(alice, map[string]any{"reason": "Boxing Day", "type": "country", "dateFrom": "2027-12-26", "dateTo": "2027-12-27", "countryId": []string{"gb"}})
-	if !slices.Equal(country.CountryID, []string{"GB"}) || !slices.Equal(country.resourceIDs(), []string{"r-gb-1"}) {
+	if !slices.Equal(country.CountryID, []string{"GB"}) || !slices.Equal(country.resourceIDs(), idsOf("r-gb-1")) {
 		t.Fatalf("country: %+v", country)
 	}
-	people := s.createHoliday(alice, map[string]any{"reason": "Offsite", "type": "people", "dateFrom": "2027-03-01T00:00:00", "dateTo": "2027-03-03", "resources": []any{"r-de-1", map[string]string{"id": "r-gb-1"}}})
-	if !slices.Equal(people.resourceIDs(), []string{"r-de-1", "r-gb-1"}) || *people.DateFrom != "2027-03-01" {
+	people := s.createHoliday(alice, map[string]any{"reason": "Offsite", "type": "people", "dateFrom": "2027-03-01T00:00:00", "dateTo": "2027-03-03", "resources": []any{idOf("r-de-1"), map[string]string{"id": strings.ToUpper(idOf("r-gb-1"))}}})
+	if !slices.Equal(people.resourceIDs(), idsOf("r-de-1", "r-gb-1")) || *people.DateFrom != "2027-03-01" {
 		t.Fatalf("people: %+v", people)
 	}
 
 	// A resource change moves global and country scopes with no holiday event.
 	s.upsertResource(upstream, "r-gb-1", "GB", false, false)
 	s.upsertResource(upstream, "r-gb-2", "GB", true, false)
-	if got := s.holiday(alice, country.ID).resourceIDs(); !slices.Equal(got, []string{"r-gb-2"}) {
+	if got := s.holiday(alice, country.ID).resourceIDs(); !slices.Equal(got, idsOf("r-gb-2")) {
 		t.Fatalf("country resources after changes: %v", got)
 	}
-	if got := s.holiday(alice, global.ID).resourceIDs(); !slices.Equal(got, []string{"r-de-1", "r-gb-2"}) {
+	if got := s.holiday(alice, global.ID).resourceIDs(); !slices.Equal(got, idsOf("r-de-1", "r-gb-2")) {
 		t.Fatalf("global resources after changes: %v", got)
 	}
 
@@ -122,12 +135,12 @@ func TestHolidaysEndToEnd(t *testing.T) {
 	var then holidayDto
 	at := hist[1].Time.Add(-time.Microsecond).Format(time.RFC3339Nano)
 	s.call("GET", "/api/data/holidays/"+country.ID+"?asOf="+at, alice, nil).want(t, 200).decode(t, &then)
-	if then.Reason != "Boxing Day" || !slices.Equal(then.resourceIDs(), []string{"r-gb-2"}) {
+	if then.Reason != "Boxing Day" || !slices.Equal(then.resourceIDs(), idsOf("r-gb-2")) {
 		t.Fatalf("asOf before the rename: %+v", then)
 	}
 	var created holidayDto
 	s.call("GET", "/api/data/holidays/"+country.ID+"?asOf="+hist[0].Time.Format(time.RFC3339Nano), alice, nil).want(t, 200).decode(t, &created)
-	if created.Reason != "Boxing Day" || !slices.Equal(created.resourceIDs(), []string{"r-gb-1"}) {
+	if created.Reason != "Boxing Day" || !slices.Equal(created.resourceIDs(), idsOf("r-gb-1")) {
 		t.Fatalf("asOf at creation (r-gb-1 was still active): %+v", created)
 	}
 	s.call("GET", "/api/data/holidays/"+country.ID+"?asOf=2000-01-01T00:00:00Z", alice, nil).want(t, 404)
@@ -152,7 +165,7 @@ func TestHolidaysEndToEnd(t *testing.T) {
 		t.Fatalf("global list: %+v", globals)
 	}
 	var byResource []struct{ ID, Date, ResourceID string }
-	s.call("GET", "/api/data/holidays/resource?$filter="+urlq("resourceId eq 'r-de-1'")+"&$orderby=date", alice, nil).want(t, 200).decode(t, &byResource)
+	s.call("GET", "/api/data/holidays/resource?$filter="+urlq("resourceId eq '"+idOf("r-de-1")+"'")+"&$orderby=date", alice, nil).want(t, 200).decode(t, &byResource)
 	if len(byResource) != 4 { // New Year + three offsite days
 		t.Fatalf("resource list for r-de-1: %+v", byResource)
 	}
@@ -211,6 +224,8 @@ func TestHolidayErrors(t *testing.T) {
 		{"create people without resources", "POST", "/api/data/holidays", valid(map[string]any{"type": "people", "countryId": nil}), nil, 400, "resources"},
 		{"create global with resources", "POST", "/api/data/holidays", valid(map[string]any{"type": "global", "countryId": nil, "resources": []string{"a"}}), nil, 400, "resources"},
 		{"create too long a span", "POST", "/api/data/holidays", valid(map[string]any{"dateTo": "2029-01-01"}), nil, 400, "dateTo"},
+		// The public document's ResourceHolidayDto.resourceId is a uuid.
+		{"create people with a resource not a uuid", "POST", "/api/data/holidays", valid(map[string]any{"type": "people", "countryId": nil, "resources": []string{"r-gb-1"}}), nil, 400, "resources"},
 		{"resource without privilege", "PUT", "/api/data/resources/r1", map[string]any{"name": "x"}, nil, 403, ""},
 		{"rename null body", "PUT", "/api/data/holidays/" + h.ID, `null`, nil, 400, ""},
 		{"create list body", "POST", "/api/data/holidays", `[]`, nil, 400, ""},
@@ -226,6 +241,10 @@ func TestHolidayErrors(t *testing.T) {
 	}
 	if got := s.holiday(alice, h.ID); got.Reason != "Founders Day" {
 		t.Fatalf("failed renames changed the holiday: %+v", got)
+	}
+	writer := token(t, "hr-sync", "w1", "resources:write")
+	if env := s.call("PUT", "/api/data/resources/r1", writer, map[string]any{"name": "x", "countryCode": "GB", "isActive": true}).want(t, 400); len(env.Error.ValidationErrors["id"]) == 0 {
+		t.Fatalf("resource id not a uuid: no validationErrors.id: %s", env.raw)
 	}
 }
 

@@ -46,7 +46,7 @@ func TestRefusedAtTheDoor(t *testing.T) {
 		{"POST", "/api/data/holidays", alice, "{\"reason\":\"Fine\",\"type\":\"global\",\"dateFrom\":\"2027-02-01\",\"dateTo\":\"2027-02-01\",\"x\":\"\xc3\"}", "x"},
 		{"PUT", "/api/data/holidays/" + h.ID, alice, "{\"reason\":\"Caf\xe9\"}", "reason"},
 		{"PUT", "/api/data/holidays/" + h.ID, alice, `{"reason":"A","reason":"B"}`, "reason"},
-		{"PUT", "/api/data/resources/r1", svc, `{"name":"\ud800","countryCode":"GB","isActive":true}`, "name"},
+		{"PUT", "/api/data/resources/" + idOf("r1"), svc, `{"name":"\ud800","countryCode":"GB","isActive":true}`, "name"},
 	}
 	before := len(s.logEvents(t))
 	for _, c := range cases {
@@ -267,10 +267,15 @@ func TestUpperCaseIDs(t *testing.T) {
 		t.Fatalf("marked read by its upper-case id, %d unread", u)
 	}
 	s.call("DELETE", "/api/data/notifications/delete/"+strings.ToUpper(n.ID), alice, nil).want(t, 200)
-	// Resource ids are case-sensitive tokens: R1 is not r1.
+	// Resource ids are UUIDs too: the upper-case id is the same resource,
+	// one event for the two identical upserts.
 	up2 := token(t, "svc", "w1", "resources:write")
-	s.call("PUT", "/api/data/resources/R1", up2, map[string]any{"name": "Upper", "countryCode": "GB", "isActive": true}).want(t, 200)
-	s.call("PUT", "/api/data/resources/r1", up2, map[string]any{"name": "Lower", "countryCode": "GB", "isActive": true}).want(t, 200)
+	r1 := idOf("r1")
+	s.call("PUT", "/api/data/resources/"+strings.ToUpper(r1), up2, map[string]any{"name": "Same", "countryCode": "GB", "isActive": true}).want(t, 200)
+	s.call("PUT", "/api/data/resources/"+r1, up2, map[string]any{"name": "Same", "countryCode": "GB", "isActive": true}).want(t, 200)
+	if upserts := s.logEvents(t, "ResourceUpserted"); len(upserts) != 1 {
+		t.Fatalf("%d ResourceUpserted for one resource named in two cases, want 1", len(upserts))
+	}
 }
 
 // TestOptionsAndOversizedHeaders: OPTIONS answered 405 while its own Allow
@@ -355,7 +360,7 @@ func TestWorkspaceHolidayBudget(t *testing.T) {
 	alice := token(t, "alice", "w1")
 	resources := make([]string, 1000)
 	for i := range resources {
-		resources[i] = fmt.Sprintf("r%04d", i)
+		resources[i] = idOf(fmt.Sprintf("r%04d", i))
 	}
 	big := map[string]any{"reason": "Sabbatical", "type": "people", "dateFrom": "2028-01-01", "dateTo": "2028-12-31", "resources": resources}
 	for range 2 { // 732,000 resource-days

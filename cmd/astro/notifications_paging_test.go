@@ -91,12 +91,12 @@ func TestRetrieveGroupsAndFilters(t *testing.T) {
 		want  int
 	}{
 		{"?asFlatList=true", 4},
-		{"?asFlatList=true&senderId=" + senderID("carol"), 1},
+		{"?asFlatList=true&senderId=" + idOf("carol"), 1},
 		{"?asFlatList=true&notificationTypes=task", 2},
 		{"?asFlatList=true&notificationTypes=task,mention", 3},
 		{"?asFlatList=true&notificationTypes=task&notificationTypes=comment", 3},
-		{"?asFlatList=TRUE&senderId=" + strings.ToUpper(senderID("bob")) + "&notificationTypes=mention", 1},
-		{"?asFlatList=true&senderId=" + senderID("nobody"), 0},
+		{"?asFlatList=TRUE&senderId=" + strings.ToUpper(idOf("bob")) + "&notificationTypes=mention", 1},
+		{"?asFlatList=true&senderId=" + idOf("nobody"), 0},
 	}
 	for _, c := range cases {
 		if got := len(s.page(alice, c.query).Items); got != c.want {

@@ -37,20 +37,20 @@ const taskID = "6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b"
 // sender returns a token allowed to send in ws.
 func sender(t testing.TB, ws string) string { return token(t, "svc-tasks", ws, "notifications:send") }
 
-// senderID is the UUID that stands for the sender called name: senders
-// are users, whom the public document names by UUID.
-func senderID(name string) string {
+// idOf is the UUID that stands for the sender or resource called name:
+// the public document names users and resources by UUID.
+func idOf(name string) string {
 	h := sha256.Sum256([]byte(name))
 	x := hex.EncodeToString(h[:16])
 	return x[0:8] + "-" + x[8:12] + "-4" + x[13:16] + "-8" + x[17:20] + "-" + x[20:32]
 }
 
-// send sends a notification from the sender called from (see senderID).
+// send sends a notification from the sender called from (see idOf).
 func (s *service) send(tok, recipient, from, typ string) notificationDto {
 	s.t.Helper()
 	var n notificationDto
 	s.call("POST", sendPath, tok, map[string]any{
-		"recipientId": recipient, "senderId": senderID(from), "notificationType": typ,
+		"recipientId": recipient, "senderId": idOf(from), "notificationType": typ,
 		"subject": "Task assigned", "message": "You have a new task", "data": map[string]any{"taskId": taskID},
 	}).want(s.t, 200).decode(s.t, &n)
 	return n
@@ -79,7 +79,7 @@ func TestNotificationLifecycle(t *testing.T) {
 		t.Fatalf("unread before any send: %d", n)
 	}
 	n1 := s.send(svc, "alice", "bob", "task")
-	if n1.ID == "" || n1.SenderID != senderID("bob") || n1.ReadDate != nil || n1.Data["taskId"] != taskID {
+	if n1.ID == "" || n1.SenderID != idOf("bob") || n1.ReadDate != nil || n1.Data["taskId"] != taskID {
 		t.Fatalf("sent: %+v", n1)
 	}
 	n2 := s.send(svc, "alice", "carol", "comment")

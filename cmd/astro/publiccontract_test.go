@@ -66,13 +66,6 @@ func newPublicContract() (validator.Validator, error) {
 	schemas["NotificationChildDto"] = child
 	schemas["NotificationDto"].(map[string]any)["properties"].(map[string]any)["children"].(map[string]any)["items"] =
 		map[string]any{"$ref": "#/components/schemas/NotificationChildDto"}
-	// The one exemption, an open item: ResourceHolidayDto.resourceId is a
-	// uuid in the public document, while Astro's resource ids are the ids
-	// upstream services give them (1-64 of A-Z a-z 0-9 - _). Requiring
-	// UUIDs changes what a resource is for every writer and every stored
-	// event; it is left to a decision of its own, and only the format of
-	// that one field is not asserted until then.
-	delete(schemas["ResourceHolidayDto"].(map[string]any)["properties"].(map[string]any)["resourceId"].(map[string]any), "format")
 	raw, err = json.Marshal(doc)
 	if err != nil {
 		return nil, err

@@ -74,7 +74,8 @@ func TestSecurityMatrix(t *testing.T) {
 	// holiday, and a resource (which the global holiday covers).
 	const aliceSubject, aliceReason, countryReason = "alice-secret-subject-5d1e", "alice-secret-reason-0b7c", "alice-secret-country-reason-e2a4"
 	resource := map[string]any{"name": "Alice A", "countryCode": "GB", "isActive": true, "isGuest": false}
-	s.call("PUT", "/api/data/resources/r-alice", aliceWriter, resource).want(t, 200)
+	rAlice := idOf("r-alice")
+	s.call("PUT", "/api/data/resources/"+rAlice, aliceWriter, resource).want(t, 200)
 	var n1, n2 struct{ ID string }
 	for _, n := range []*struct{ ID string }{&n1, &n2} {
 		s.call("POST", "/api/data/notifications", upstream, map[string]any{
@@ -100,7 +101,7 @@ func TestSecurityMatrix(t *testing.T) {
 		return out
 	}
 	before := snapshot()
-	if !strings.Contains(before["/api/data/holidays/"+h.ID], `"r-alice"`) {
+	if !strings.Contains(before["/api/data/holidays/"+h.ID], `"`+rAlice+`"`) {
 		t.Fatalf("the global holiday does not cover r-alice: %s", before["/api/data/holidays/"+h.ID])
 	}
 
@@ -140,12 +141,12 @@ func TestSecurityMatrix(t *testing.T) {
 		{method: "PUT", path: "/api/data/holidays/%s", id: h.ID, attack: map[string]any{"reason": "Pwned"}, harmless: map[string]any{"reason": aliceReason}},
 		{method: "GET", path: "/api/data/holidays/global", marker: h.ID},
 		{method: "GET", path: "/api/data/holidays/country", marker: hc.ID},
-		{method: "GET", path: "/api/data/holidays/resource", marker: "r-alice"},
-		{method: "PUT", path: "/api/data/resources/r-alice", attack: map[string]any{"name": "Pwned", "countryCode": "FR", "isActive": false, "isGuest": true}, harmless: resource, scope: "resources:write"},
+		{method: "GET", path: "/api/data/holidays/resource", marker: rAlice},
+		{method: "PUT", path: "/api/data/resources/" + rAlice, attack: map[string]any{"name": "Pwned", "countryCode": "FR", "isActive": false, "isGuest": true}, harmless: resource, scope: "resources:write"},
 	}
 	// What nobody but alice (and her workspace, for holidays) may see.
 	notifSecrets := []string{n1.ID, n2.ID, aliceSubject}
-	workspaceSecrets := append([]string{h.ID, hc.ID, aliceReason, countryReason, "r-alice"}, notifSecrets...)
+	workspaceSecrets := append([]string{h.ID, hc.ID, aliceReason, countryReason, rAlice}, notifSecrets...)
 
 	type credential struct {
 		name   string
@@ -350,7 +351,7 @@ func TestSecurityIdempotencyReplay(t *testing.T) {
 	}{
 		{"send: a success is not replayed without the privilege", "POST", "/api/data/notifications", sendBody,
 			try{scoped, "application/json", []int{200}}, try{plain, "application/json", []int{403, 422}}},
-		{"resource: a success is not replayed without the privilege", "PUT", "/api/data/resources/r-1", resourceBody,
+		{"resource: a success is not replayed without the privilege", "PUT", "/api/data/resources/" + idOf("r-1"), resourceBody,
 			try{scoped, "application/json", []int{200}}, try{plain, "application/json", []int{403, 422}}},
 		{"send: a refusal is not replayed once the privilege is held", "POST", "/api/data/notifications", sendBody,
 			try{plain, "application/json", []int{403}}, try{scoped, "application/json", []int{200, 422}}},

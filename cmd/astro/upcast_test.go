@@ -31,9 +31,9 @@ func TestUpcastHolidayCreatedV1(t *testing.T) {
 		wantCountry  []string
 		wantResource []string
 	}{
-		{"country", "country", `"countryId":"GB","resourceIds":[]`, []string{"GB"}, []string{"r-gb"}},
-		{"global with an empty countryId", "global", `"countryId":"","resourceIds":[]`, []string{}, []string{"r-de", "r-gb"}},
-		{"people without countryId", "people", `"resourceIds":["r-de"]`, []string{}, []string{"r-de"}},
+		{"country", "country", `"countryId":"GB","resourceIds":[]`, []string{"GB"}, idsOf("r-gb")},
+		{"global with an empty countryId", "global", `"countryId":"","resourceIds":[]`, []string{}, idsOf("r-de", "r-gb")},
+		{"people without countryId", "people", `"resourceIds":["` + idOf("r-de") + `"]`, []string{}, idsOf("r-de")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -110,9 +110,9 @@ func (cmd Create) validate(validCountry func(string) bool) (events.HolidayCreate
 	}
 
 	for _, r := range cmd.ResourceIDs {
-		r = strings.TrimSpace(r)
-		if !events.ValidToken(r) {
-			v.Add("resources", fmt.Sprintf("%q is not a valid resource id.", r))
+		r = strings.ToLower(strings.TrimSpace(r))
+		if !events.ValidUUID(r) {
+			v.Add("resources", fmt.Sprintf("%q is not a resource id: a UUID.", r))
 		} else if !slices.Contains(out.ResourceIDs, r) {
 			out.ResourceIDs = append(out.ResourceIDs, r)
 		}

@@ -42,6 +42,13 @@ func TestCreateValidation(t *testing.T) {
 		{"global with countries", func(c *Create) { c.Type = "global" }, "countryId"},
 		{"people without resources", func(c *Create) { c.Type = "people"; c.CountryIDs = nil }, "resources"},
 		{"bad resource id", func(c *Create) { c.Type = "people"; c.CountryIDs = nil; c.ResourceIDs = []string{"a.b"} }, "resources"},
+		// The public document's ResourceHolidayDto.resourceId is a uuid.
+		{"resource id not a uuid", func(c *Create) { c.Type = "people"; c.CountryIDs = nil; c.ResourceIDs = []string{"r-gb-1"} }, "resources"},
+	}
+	people := Create{Reason: ptr("Offsite"), Type: "people", DateFrom: "2027-03-01", DateTo: "2027-03-01",
+		ResourceIDs: []string{" 123E4567-E89B-12D3-A456-426614174000 ", "123e4567-e89b-12d3-a456-426614174000"}}
+	if got, err := people.validate(validCountry); err != nil || len(got.ResourceIDs) != 1 || got.ResourceIDs[0] != "123e4567-e89b-12d3-a456-426614174000" {
+		t.Fatalf("resource ids are UUIDs in either case, stored lower-cased once: %+v, %v", got.ResourceIDs, err)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,9 +36,12 @@ func (h UpsertResourceHandler) Handle(ctx context.Context, cmd UpsertResource) (
 		return events.ResourceUpserted{}, commands.Result{}, commands.Errorf(commands.EForbidden, "Changing resources needs the %s privilege.", ScopeResourcesWrite)
 	}
 	v := commands.Validation{}
-	if !events.ValidToken(cmd.ResourceID) {
-		v.Add("id", "The id must be 1 to 64 letters, digits, '-' or '_'.")
+	// The public document's ResourceHolidayDto.resourceId is a uuid, and
+	// a strict client refuses anything else.
+	if !events.ValidUUID(cmd.ResourceID) {
+		v.Add("id", "The id must be the resource's UUID, such as 123e4567-e89b-12d3-a456-426614174000.")
 	}
+	cmd.ResourceID = strings.ToLower(cmd.ResourceID)
 	name := strings.TrimSpace(cmd.Name)
 	if n := utf8.RuneCountInString(name); !utf8.ValidString(name) || n > 200 || strings.ContainsFunc(name, unicode.IsControl) {
 		v.Add("name", "The name must be text of at most 200 characters, without control characters.")

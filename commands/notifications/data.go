@@ -2,32 +2,29 @@ package notifications
 
 import (
 	"encoding/json"
-	"fmt"
-	"sort"
-	"strings"
 
 	"astro/commands"
 	"astro/events"
 )
 
-// dataFields are the fields of the public document's NotificationDataDto, a
-// closed object: its generated clients decode data into that type, and a
-// strict one rejects a whole page for one field it does not know or one
-// taskId that is no uuid. So only what they can read is ever stored. Every
-// field is a nullable string; those marked are uuids.
-var dataFields = map[string]bool{
-	"taskId":          true,
-	"projectId":       true,
-	"assigneeId":      true,
-	"taskShortId":     false,
-	"projectShortId":  false,
-	"projectName":     false,
-	"taskName":        false,
-	"senderFirstName": false,
-	"view":            false,
-	"shareId":         false,
-	"fileName":        false,
+// dataField says whether name is a field of the public document's
+// NotificationDataDto, and whether it holds a uuid. That is a closed
+// object: its generated clients decode data into that type, and a strict
+// one rejects a whole page for one field it does not know or one taskId
+// that is no uuid. So only what they can read is ever stored. Every field
+// is a nullable string.
+func dataField(name string) (isUUID, known bool) {
+	switch name {
+	case "taskId", "projectId", "assigneeId":
+		return true, true
+	case "taskShortId", "projectShortId", "projectName", "taskName", "senderFirstName", "view", "shareId", "fileName":
+		return false, true
+	}
+	return false, false
 }
+
+// dataFieldNames lists them for a client's message, in order.
+const dataFieldNames = "assigneeId, fileName, projectId, projectName, projectShortId, senderFirstName, shareId, taskId, taskName, taskShortId, view"
 
 // checkData adds to v, under "data.<field>", what of d (a JSON object the
 // caller checked for syntax and storability) NotificationDataDto does not
@@ -38,17 +35,11 @@ func checkData(d []byte, v commands.Validation) {
 		v.Add("data", "The data must be a JSON object.")
 		return
 	}
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names) // one order of messages for one body
-	for _, name := range names {
-		raw := fields[name]
+	for name, raw := range fields {
 		key := "data." + name
-		isUUID, known := dataFields[name]
+		isUUID, known := dataField(name)
 		if !known {
-			v.Add(key, fmt.Sprintf("Unknown field: data holds only %s.", knownDataFields()))
+			v.Add(key, "Unknown field: data holds only "+dataFieldNames+".")
 			continue
 		}
 		if string(raw) == "null" {
@@ -63,13 +54,4 @@ func checkData(d []byte, v commands.Validation) {
 			v.Add(key, "Expected a UUID such as 123e4567-e89b-12d3-a456-426614174000, or null.")
 		}
 	}
-}
-
-func knownDataFields() string {
-	names := make([]string, 0, len(dataFields))
-	for name := range dataFields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
 }
