@@ -106,7 +106,7 @@ func TestMetrics(t *testing.T) {
 	if p := s.page(bob, ""); p.TotalCount == 0 {
 		t.Fatal("bob's read model has none of his notifications")
 	}
-	body := map[string]any{"recipientId": "carol", "senderId": "alice", "notificationType": "x", "subject": "s", "message": "m"}
+	body := map[string]any{"recipientId": "carol", "senderId": idOf("alice"), "notificationType": "x", "subject": "s", "message": "m"}
 	s.call("POST", sendPath, tok, body, "Idempotency-Key", "metrics-key-1").want(t, 200)
 	s.call("POST", sendPath, tok, body, "Idempotency-Key", "metrics-key-1").want(t, 200)
 	// One caller past its rate (5/s, bursts of 10).

@@ -35,7 +35,7 @@ func TestTracing(t *testing.T) {
 
 	// The caller's trace: a W3C traceparent as an upstream service sends it.
 	const upstreamTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	s.call("POST", sendPath, sender(t, "w-trace"), map[string]any{"recipientId": "bob", "senderId": "alice",
+	s.call("POST", sendPath, sender(t, "w-trace"), map[string]any{"recipientId": "bob", "senderId": idOf("alice"),
 		"notificationType": "x", "subject": "s", "message": "m"},
 		"traceparent", "00-"+upstreamTrace+"-00f067aa0ba902b7-01").want(t, 200)
 
