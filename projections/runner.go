@@ -312,6 +312,7 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 	if err != nil {
 		return err
 	}
+	delivered := cons.CachedInfo().Delivered.Consumer
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msgs := make(chan jetstream.Msg, 2*r.cfg.Batch)
@@ -375,7 +376,9 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 			batch = append(batch, m)
 		}
 		batch = r.fill(ctx, msgs, batch)
-		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		var gap error
+		batch, delivered, gap = contiguous(batch, delivered)
+		for wait := 100 * time.Millisecond; len(batch) > 0; wait = min(2*wait, 30*time.Second) {
 			err := r.apply(ctx, batch)
 			if err == nil || ctx.Err() != nil {
 				break
@@ -388,7 +391,33 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 			case <-time.After(wait):
 			}
 		}
+		if gap != nil {
+			return fmt.Errorf("projector %s: %w", r.p.Name(), gap)
+		}
 	}
+}
+
+// contiguous cuts batch before the first message that does not follow the
+// last one delivered (by the consumer's own sequence). A delivery lost in
+// flight, as when a stream's leader dies between sending a message and
+// the next, leaves such a gap; the next acknowledgement (AckAll) would
+// cover the lost event, and the checkpoint then skip it for good. A gap
+// ends the consumer instead: the runner starts again from its checkpoint,
+// and the consumer, having delivered past it, is placed back there.
+// Redeliveries are not new deliveries and are let through.
+func contiguous(batch []jetstream.Msg, delivered uint64) ([]jetstream.Msg, uint64, error) {
+	for i, m := range batch {
+		meta, err := m.Metadata()
+		if err != nil {
+			return batch, delivered, nil // apply reports it
+		}
+		dseq := meta.Sequence.Consumer
+		if meta.NumDelivered == 1 && dseq != delivered+1 {
+			return batch[:i], delivered, fmt.Errorf("delivery %d came after %d: a delivery was lost, starting again from the checkpoint", dseq, delivered)
+		}
+		delivered = max(delivered, dseq)
+	}
+	return batch, delivered, nil
 }
 
 // fill adds to batch what else is already here, then what comes within

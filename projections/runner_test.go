@@ -55,7 +55,7 @@ func (f fixture) history(t *testing.T, sends int) uint64 {
 	for i := range sends {
 		user := fmt.Sprintf("u%d", i%3)
 		c := commands.Caller{UserID: "svc", WorkspaceID: "w1", Scopes: []string{notifications.ScopeSend}}
-		sent, res, err := f.cmd.Send.Handle(ctx, notifications.Send{Caller: c, RecipientID: user, SenderID: "s", NotificationType: "t", Subject: "s", Message: fmt.Sprint(i)})
+		sent, res, err := f.cmd.Send.Handle(ctx, notifications.Send{Caller: c, RecipientID: user, SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "s", Message: fmt.Sprint(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
