@@ -413,7 +413,9 @@ func contiguous(batch []jetstream.Msg, delivered uint64) ([]jetstream.Msg, uint6
 		}
 		dseq := meta.Sequence.Consumer
 		if meta.NumDelivered == 1 && dseq != delivered+1 {
-			return batch[:i], delivered, fmt.Errorf("delivery %d came after %d: a delivery was lost, starting again from the checkpoint", dseq, delivered)
+			// Backwards (a restarted server's consumer state was behind
+			// what it had sent) is no loss, but it is no order either.
+			return batch[:i], delivered, fmt.Errorf("delivery %d came after %d: deliveries are not contiguous, starting again from the checkpoint", dseq, delivered)
 		}
 		delivered = max(delivered, dseq)
 	}
