@@ -257,7 +257,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	}
 	var (
 		in       *notifications.Inbox
-		at       uint64 // the position in holds the state of
+		at       uint64 // the position in holds the state at
 		from     uint64 // where following starts
 		silent   uint64 // events up to this one fold without being sent
 		snapshot bool
@@ -268,8 +268,10 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 			// A new client, or one whose position the log no longer holds.
 			in, at, from, snapshot = cur.Clone(), seq, seq+1, true
 		case seq <= after:
-			// Nothing missed: the state now is the state at after.
-			in, at, from = cur.Clone(), after, after+1
+			// This instance's copy may be older than what the client saw
+			// (another instance wrote since): fold on from it, sending only
+			// what comes after the client's position.
+			in, at, from, silent = cur.Clone(), seq, seq+1, after
 		case first > 1:
 			// Missed events, and the inbox's early history is gone: the
 			// state at after cannot be rebuilt.
@@ -284,7 +286,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if resume && !snapshot && silent == 0 && after > 0 {
+	if resume && !snapshot && at <= after && after > 0 {
 		// A position past the log's end cannot come from this stream.
 		last, err := s.cfg.Log.Position(ctx)
 		if err != nil {
