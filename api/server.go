@@ -98,6 +98,7 @@ type Server struct {
 	slots   *slots
 	tokens  *tokenCache
 	streams *streams
+	hub     *hub
 }
 
 // New builds the server and its routes.
@@ -131,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Streams.defaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second),
-		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max)}
+		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max), hub: newHub(cfg.InboxLog, cfg.Logger)}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), cfg.Now)
 	}

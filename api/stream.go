@@ -23,7 +23,8 @@ import (
 // caller's unread and total counts as Server-Sent Events, with every change
 // to their inbox, each under its log position as the event id.
 //
-// It follows the log, not this instance's memory: the counts come from
+// It follows the log (through the hub, streamhub.go), not this instance's
+// memory: the counts come from
 // folding the inbox's own events with the inbox aggregate, the fold that
 // decides every command and that the read model's counts follow, so the
 // count a client shows with event id P is the count unreadcount answers at
@@ -36,7 +37,11 @@ type InboxLog interface {
 	// Follow calls fn for every event on filter from the given position
 	// on, and waits for new ones until ctx ends.
 	Follow(ctx context.Context, filter string, from natslog.ScanFrom, fn func(events.Event) error) error
-	// FirstSeq is the oldest position the log still holds.
+	// Read calls fn for each event of subject after position after, up to
+	// the log's end.
+	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
+	// Position is the log's last position; FirstSeq its oldest.
+	Position(ctx context.Context) (uint64, error)
 	FirstSeq(ctx context.Context) (uint64, error)
 }
 
@@ -128,6 +133,7 @@ func (s *Server) CloseStreams() {
 		s.streams.closed = true
 		close(s.streams.closing)
 	}
+	s.hub.close()
 }
 
 // OpenStreams is how many notification streams are open.
@@ -251,14 +257,20 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 
 	subject := inboxSubject(c)
+	// Subscribe first: what the log holds after the state read below is
+	// read from the log, everything later comes through the hub.
+	f, unsubscribe, err := s.hub.subscribe(ctx, subject)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer unsubscribe()
 	first, err := s.cfg.InboxLog.FirstSeq(ctx)
 	if err != nil {
 		return unavailable(err)
 	}
 	var (
 		in       *notifications.Inbox
-		at       uint64 // the position in holds the state at
-		from     uint64 // where following starts
+		applied  uint64 // the position in holds the state at
 		silent   uint64 // events up to this one fold without being sent
 		snapshot bool
 	)
@@ -266,29 +278,29 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		switch {
 		case !resume || after+1 < first:
 			// A new client, or one whose position the log no longer holds.
-			in, at, from, snapshot = cur.Clone(), seq, seq+1, true
+			in, applied, snapshot = cur.Clone(), seq, true
 		case seq <= after:
 			// This instance's copy may be older than what the client saw
-			// (another instance wrote since): fold on from it, sending only
-			// what comes after the client's position.
-			in, at, from, silent = cur.Clone(), seq, seq+1, after
+			// (another instance took the writes since): fold on from it,
+			// sending only what follows the client's position.
+			in, applied, silent = cur.Clone(), seq, after
 		case first > 1:
 			// Missed events, and the inbox's early history is gone: the
 			// state at after cannot be rebuilt.
-			in, at, from, snapshot = cur.Clone(), seq, seq+1, true
+			in, applied, snapshot = cur.Clone(), seq, true
 		default:
 			// Missed events: rebuild the state at after from the inbox's
 			// own events, sending only those after it.
-			in, at, from, silent = notifications.NewInbox(), after, 1, after
+			in, applied, silent = notifications.NewInbox(), 0, after
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if resume && !snapshot && at <= after && after > 0 {
+	if resume && !snapshot && applied <= after && after > 0 {
 		// A position past the log's end cannot come from this stream.
-		last, err := s.cfg.Log.Position(ctx)
+		last, err := s.cfg.InboxLog.Position(ctx)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -296,19 +308,6 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 			return commands.Invalid(map[string][]string{"Last-Event-ID": {"The log has no such position yet."}})
 		}
 	}
-
-	evs := make(chan events.Event, 64)
-	followErr := make(chan error, 1)
-	go func() {
-		followErr <- s.cfg.InboxLog.Follow(ctx, subject, natslog.ScanFrom{Seq: from}, func(e events.Event) error {
-			select {
-			case evs <- e:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
 
 	// The stream outlives the server's request deadlines; each write gets
 	// its own, so a client that stops reading cannot hold it forever.
@@ -323,7 +322,39 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	// Reconnect after a second when the server ends the stream (a restart).
 	sw.raw("retry: 1000\n\n")
 	if snapshot {
-		sw.event("snapshot", at, StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()})
+		sw.event("snapshot", applied, StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()})
+	}
+	if err := sw.flush(); err != nil {
+		return nil
+	}
+
+	// apply folds e and sends it, unless it is already in or the client
+	// has it.
+	apply := func(e events.Event) error {
+		if e.Seq <= applied {
+			return nil
+		}
+		if err := in.Apply(e); err != nil {
+			s.log.Error("notification stream: event does not fold", "subject", subject, "seq", e.Seq, "err", err)
+			return err
+		}
+		applied = e.Seq
+		if e.Seq <= silent {
+			return nil
+		}
+		change, err := changeOf(e, in)
+		if err != nil {
+			s.log.Error("notification stream: event does not decode", "subject", subject, "seq", e.Seq, "err", err)
+			return err
+		}
+		sw.event("notification", e.Seq, change)
+		return sw.err
+	}
+	if _, err := s.cfg.InboxLog.Read(ctx, subject, applied, apply); err != nil {
+		if ctx.Err() == nil && sw.err == nil {
+			s.log.Warn("notification stream: reading the log failed", "subject", subject, "err", err)
+		}
+		return nil
 	}
 	if err := sw.flush(); err != nil {
 		return nil
@@ -339,22 +370,12 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	}
 	for {
 		select {
-		case e := <-evs:
-			if err := in.Apply(e); err != nil {
-				s.log.Error("notification stream: event does not fold", "subject", subject, "seq", e.Seq, "err", err)
+		case e := <-f.events:
+			if apply(e) != nil {
 				return nil
 			}
-			if e.Seq <= silent {
-				continue
-			}
-			change, err := changeOf(e, in)
-			if err != nil {
-				s.log.Error("notification stream: event does not decode", "subject", subject, "seq", e.Seq, "err", err)
-				return nil
-			}
-			sw.event("notification", e.Seq, change)
 			// More already waiting go out in the same write.
-			if len(evs) > 0 {
+			if len(f.events) > 0 {
 				continue
 			}
 		case <-heartbeat.C:
@@ -369,12 +390,12 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 			sw.raw(": server shutting down\n\n")
 			_ = sw.flush()
 			return nil
-		case <-ctx.Done():
+		case <-f.dropped:
+			// Too far behind, or the hub lost the log: the client
+			// reconnects with its last event id and misses nothing.
+			_ = sw.flush()
 			return nil
-		case err := <-followErr:
-			if ctx.Err() == nil {
-				s.log.Warn("notification stream: following the log failed", "subject", subject, "err", err)
-			}
+		case <-ctx.Done():
 			return nil
 		}
 		if err := sw.flush(); err != nil {

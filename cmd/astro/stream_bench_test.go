@@ -31,7 +31,7 @@ import (
 //
 //	go test -run '^$' -bench Streams -benchtime 1x ./cmd/astro
 func BenchmarkStreams(b *testing.B) {
-	const streams, workers, sends = 900, 32, 300
+	const streams, workers, sends = 10_000, 32, 500
 	bin := filepath.Join(b.TempDir(), "astro")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)

@@ -30,9 +30,6 @@ func (l *Log) Follow(ctx context.Context, filter string, from ScanFrom, fn func(
 	return l.scan(ctx, filter, from, true, fn)
 }
 
-// followBuffer is how many messages a follower fetches ahead.
-const followBuffer = 32
-
 func (l *Log) scan(ctx context.Context, filter string, from ScanFrom, follow bool, fn func(events.Event) error) error {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
@@ -49,13 +46,7 @@ func (l *Log) scan(ctx context.Context, filter string, from ScanFrom, follow boo
 	if !follow && cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
-	var opts []jetstream.PullMessagesOpt
-	if follow {
-		// A follower mostly waits at the end of the log: a small buffer,
-		// since a notification stream holds one per open stream.
-		opts = append(opts, jetstream.PullMaxMessages(followBuffer))
-	}
-	it, err := cons.Messages(opts...)
+	it, err := cons.Messages()
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", filter, err)
 	}
