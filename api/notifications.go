@@ -51,7 +51,7 @@ func (s *Server) notificationRoutes() {
 	rt.GET(base, s.authed(s.listNotifications))
 	rt.POST(base, s.authed(s.sendNotification))
 	// /unreadcount and /count.
-	rt.GET(base+"/:name", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+	counts := s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		switch p.ByName("name") {
 		case "unreadcount":
 			return s.unreadCount(w, r, c)
@@ -59,7 +59,15 @@ func (s *Server) notificationRoutes() {
 			return s.notificationCount(w, r, c)
 		}
 		return notFoundRoute(r)
-	}))
+	})
+	// /stream authenticates on its own (a ticket) and holds no read slot.
+	rt.GET(base+"/:name", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if p.ByName("name") == "stream" {
+			s.notificationStream(w, r)
+			return
+		}
+		counts(w, r, p)
+	})
 	// /markallread, and /{id}/markread, /{id}/markunread.
 	rt.POST(base+"/:name", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		if p.ByName("name") != "markallread" {
@@ -68,7 +76,7 @@ func (s *Server) notificationRoutes() {
 		at, res, err := s.cfg.Notifications.MarkAllRead.Handle(r.Context(), notifications.MarkAllRead{Caller: c})
 		return answerTimestamp(w, at, res, err)
 	}))
-	rt.POST(base+"/:name/:action", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+	marks := s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		id := p.ByName("name")
 		switch p.ByName("action") {
 		case "markread":
@@ -81,7 +89,15 @@ func (s *Server) notificationRoutes() {
 			return answerEmpty(w, res, err)
 		}
 		return notFoundRoute(r)
-	}))
+	})
+	// /stream/ticket takes only the bearer token.
+	rt.POST(base+"/:name/:action", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if p.ByName("name") == "stream" && p.ByName("action") == "ticket" {
+			s.streamTicket(w, r)
+			return
+		}
+		marks(w, r, p)
+	})
 	// /deleteall, and /delete/{id}.
 	rt.DELETE(base+"/:name", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		if p.ByName("name") != "deleteall" {

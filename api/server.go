@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +48,11 @@ type Config struct {
 	Notifications          *notifications.Handlers
 	NotificationQueries    *query.Notifications
 	NotificationsProjected Waiter
+	// Inboxes and InboxLog feed the notification stream: the inbox's
+	// state now, and its events from a position on.
+	Inboxes  *notifications.Inboxes
+	InboxLog InboxLog
+	Streams  StreamConfig
 
 	Holidays          *holidays.Handlers
 	HolidayQueries    *query.Holidays
@@ -113,6 +117,8 @@ type Server struct {
 	tokens  *tokenCache
 	sends   SendAnswers
 	methods methodTable
+	streams *streams
+	hub     *hub
 }
 
 // New builds the server and its routes.
@@ -120,8 +126,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Verifier == nil || cfg.Ready == nil ||
 		cfg.Notifications == nil || cfg.NotificationQueries == nil || cfg.NotificationsProjected == nil ||
 		cfg.Holidays == nil || cfg.HolidayQueries == nil || cfg.HolidayHistory == nil || cfg.HolidaysProjected == nil ||
-		cfg.Resources == nil || cfg.Log == nil {
-		return nil, errors.New("api: New needs a verifier, a readiness check, the log, and the handlers, queries and waiters of each domain")
+		cfg.Resources == nil || cfg.Log == nil || cfg.Inboxes == nil || cfg.InboxLog == nil {
+		return nil, errors.New("api: New needs a verifier, a readiness check, the log, the inboxes, and the handlers, queries and waiters of each domain")
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
@@ -144,11 +150,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Streams.defaults()
 	methods, err := newMethodTable(OpenAPI)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), methods: methods, metrics: cfg.Metrics}
+	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), methods: methods, metrics: cfg.Metrics,
+		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max), hub: newHub(cfg.InboxLog, cfg.Logger)}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}
@@ -249,9 +257,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, commands.Errorf(commands.EHeaderTooLarge, "The URL and headers are too large: at most %d bytes.", s.cfg.MaxHeaderBytes))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	r = r.WithContext(ctx)
 	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 		r.URL.Path = strings.TrimRight(p, "/")
 	}
@@ -268,6 +273,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, commands.Errorf(commands.EMethod, "%s is not allowed on %s; it takes %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 		return
 	}
+	if r.URL.Path != StreamPath || r.Method != http.MethodGet {
+		// A stream lives past any request deadline; it ends on its own
+		// terms (the token's expiry, a shutdown, the client leaving).
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	s.router.ServeHTTP(w, r)
 }
 
@@ -279,12 +291,8 @@ type handler func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c
 func (s *Server) authed(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		c, err := s.caller(r)
-		if err == nil && s.limiter != nil {
-			if ok, wait := s.limiter.allow(c.WorkspaceID + "/" + c.UserID); !ok {
-				s.metrics.RateLimited()
-				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
-				err = commands.Errorf(commands.ETooManyRequests, "Too many requests; retry after %d s.", retryAfter(wait))
-			}
+		if err == nil {
+			err = s.rateLimit(w, c.WorkspaceID+"/"+c.UserID)
 		}
 		if err == nil && r.Method == http.MethodGet {
 			// Reads hold the read models' pool; writes append to the log,
@@ -312,30 +320,17 @@ func (s *Server) authed(h handler) httprouter.Handle {
 }
 
 func (s *Server) caller(r *http.Request) (commands.Caller, error) {
-	token, err := auth.FromHeader(r.Header.Get("Authorization"))
-	if err == nil {
-		now := s.cfg.Now()
-		claims, ok := s.tokens.get(token, now)
-		if !ok {
-			if claims, err = s.cfg.Verifier.Verify(r.Context(), token); err == nil {
-				s.tokens.put(token, claims, now)
-			}
-		}
-		if err == nil {
-			return commands.Caller{
-				UserID:        claims.UserID,
-				WorkspaceID:   claims.WorkspaceID,
-				Scopes:        claims.Scopes,
-				Integration:   integrationName(r.Header.Get("x-integration-name")),
-				CorrelationID: r.Header.Get("X-Request-Id"),
-			}, nil
-		}
+	claims, err := s.bearerClaims(r)
+	if err != nil {
+		return commands.Caller{}, err
 	}
-	msg := "Authentication failed"
-	if reason := auth.Reason(err); reason != "" {
-		msg += ": " + reason
-	}
-	return commands.Caller{}, &commands.Error{Code: commands.EUnauthorized, Message: msg + ".", Err: err}
+	return commands.Caller{
+		UserID:        claims.UserID,
+		WorkspaceID:   claims.WorkspaceID,
+		Scopes:        claims.Scopes,
+		Integration:   integrationName(r.Header.Get("x-integration-name")),
+		CorrelationID: r.Header.Get("X-Request-Id"),
+	}, nil
 }
 
 // integrationName keeps what a log line and an event header can safely

@@ -51,6 +51,12 @@ type Config struct {
 	// TracerProvider, when set, receives the spans instead of an OTLP
 	// exporter: for tests, which read them from memory.
 	TracerProvider trace.TracerProvider
+	// The notification stream.
+	StreamTicketKey string // signs stream tickets; empty: generated and kept in the data directory
+	StreamTicketTTL time.Duration
+	StreamsPerUser  int
+	StreamsMax      int
+	StreamHeartbeat time.Duration
 }
 
 // setting is one flag with its environment variable and default.
@@ -81,6 +87,11 @@ var settings = []setting{
 	{"metrics-addr", "ASTRO_METRICS_ADDR", "", "serve /metrics on this address instead of the API's (e.g. :9090, kept off the public port)"},
 	{"ready-max-lag-events", "ASTRO_READY_MAX_LAG_EVENTS", "100000", "/readyz answers 503 while a projector has more events than this not applied; 0: no bound"},
 	{"ready-max-lag", "ASTRO_READY_MAX_LAG", "30s", "/readyz answers 503 while a projector's oldest unapplied event is older than this; 0: no bound"},
+	{"stream-ticket-key", "ASTRO_STREAM_TICKET_KEY", "", "key (at least 32 bytes) that signs notification stream tickets, the same on every instance; empty: generated and kept in the data directory"},
+	{"stream-ticket-ttl", "ASTRO_STREAM_TICKET_TTL", "5m", "how long a stream ticket opens the notification stream"},
+	{"streams-per-user", "ASTRO_STREAMS_PER_USER", "5", "notification streams one user may hold open on an instance; more answer 429"},
+	{"streams-max", "ASTRO_STREAMS_MAX", "10000", "notification streams an instance holds open; more answer 429"},
+	{"stream-heartbeat", "ASTRO_STREAM_HEARTBEAT", "15s", "how often an idle notification stream sends a heartbeat comment"},
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
@@ -106,7 +117,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		HTTPAddr: get("http-addr"), DataDir: get("data-dir"), NATSURL: get("nats-url"), NATSListen: get("nats-listen"),
 		NATSUser: get("nats-user"), NATSPassword: *vals["nats-password"], NATSCreds: get("nats-creds"),
 		DatabaseURL: get("database-url"), JWTSecret: get("jwt-secret"), JWKSURL: get("jwks-url"),
-		JWTIssuer: get("jwt-issuer"), JWTAudience: get("jwt-audience"),
+		JWTIssuer: get("jwt-issuer"), JWTAudience: get("jwt-audience"), StreamTicketKey: get("stream-ticket-key"),
 	}
 	var err error
 	if c.StreamReplicas, err = strconv.Atoi(get("stream-replicas")); err != nil || c.StreamReplicas < 1 || c.StreamReplicas > 5 {
@@ -155,6 +166,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if c.Tracing, err = tracingFromEnv(getenv); err != nil {
 		return Config{}, err
 	}
+	if c.StreamTicketTTL, err = time.ParseDuration(get("stream-ticket-ttl")); err != nil || c.StreamTicketTTL <= 0 || c.StreamTicketTTL > time.Hour {
+		return Config{}, fmt.Errorf("stream-ticket-ttl: want a positive duration of at most 1h, got %q", get("stream-ticket-ttl"))
+	}
+	if c.StreamsPerUser, err = strconv.Atoi(get("streams-per-user")); err != nil || c.StreamsPerUser < 1 {
+		return Config{}, fmt.Errorf("streams-per-user: want a positive whole number, got %q", get("streams-per-user"))
+	}
+	if c.StreamsMax, err = strconv.Atoi(get("streams-max")); err != nil || c.StreamsMax < 1 {
+		return Config{}, fmt.Errorf("streams-max: want a positive whole number, got %q", get("streams-max"))
+	}
+	if c.StreamHeartbeat, err = time.ParseDuration(get("stream-heartbeat")); err != nil || c.StreamHeartbeat < time.Second {
+		return Config{}, fmt.Errorf("stream-heartbeat: want a duration of at least 1s, got %q", get("stream-heartbeat"))
+	}
 	return c, c.Validate()
 }
 
@@ -178,6 +201,9 @@ func (c Config) Validate() error {
 	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
 		return errors.New("jwt-secret must be at least 32 bytes")
 	}
+	if c.StreamTicketKey != "" && len(c.StreamTicketKey) < 32 {
+		return errors.New("stream-ticket-key must be at least 32 bytes")
+	}
 	return nil
 }
 
@@ -190,7 +216,29 @@ func jwtSecret(jwtSecretSetting, jwksURL, dataDir string) ([]byte, error) {
 	if jwksURL != "" {
 		return nil, nil
 	}
-	path := filepath.Join(dataDir, "jwt-secret")
+	return keptSecret(dataDir, "jwt-secret")
+}
+
+// ticketKey returns the configured stream ticket key, or one generated
+// once and kept in the data directory, so tickets survive a restart. With
+// no data directory the key lives as long as the process: tickets then
+// open streams on the instance that issued them only.
+func ticketKey(setting, dataDir string) ([]byte, error) {
+	if setting != "" {
+		return []byte(setting), nil
+	}
+	if dataDir == "" {
+		raw := make([]byte, 32)
+		_, _ = rand.Read(raw)
+		return raw, nil
+	}
+	return keptSecret(dataDir, "stream-ticket-key")
+}
+
+// keptSecret reads the secret in file name of dataDir, generating it the
+// first time.
+func keptSecret(dataDir, name string) ([]byte, error) {
+	path := filepath.Join(dataDir, name)
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
 		return []byte(strings.TrimSpace(string(b))), nil
 	}
@@ -201,7 +249,7 @@ func jwtSecret(jwtSecretSetting, jwksURL, dataDir string) ([]byte, error) {
 	_, _ = rand.Read(raw)
 	secret := hex.EncodeToString(raw)
 	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("keep development JWT secret: %w", err)
+		return nil, fmt.Errorf("keep %s: %w", name, err)
 	}
 	return []byte(secret), nil
 }

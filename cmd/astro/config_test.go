@@ -47,6 +47,12 @@ func TestConfig(t *testing.T) {
 		{"external NATS with a creds file", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_NATS_CREDS": "/x.creds"}, nil, true, 50},
 		{"NATS user for the embedded server", map[string]string{"ASTRO_NATS_USER": "astro", "ASTRO_NATS_PASSWORD": "p"}, nil, false, 0},
 		{"NATS user without a password", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_NATS_USER": "astro"}, nil, false, 0},
+		{"short stream ticket key", map[string]string{"ASTRO_STREAM_TICKET_KEY": "short"}, nil, false, 0},
+		{"stream ticket valid too long", nil, []string{"--stream-ticket-ttl", "2h"}, false, 0},
+		{"no streams per user", nil, []string{"--streams-per-user", "0"}, false, 0},
+		{"bad streams max", nil, []string{"--streams-max", "many"}, false, 0},
+		{"heartbeat too often", nil, []string{"--stream-heartbeat", "10ms"}, false, 0},
+		{"stream settings", map[string]string{"ASTRO_STREAMS_MAX": "50000", "ASTRO_STREAM_HEARTBEAT": "30s"}, nil, true, 0},
 		{"NATS user and creds file", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_NATS_USER": "astro", "ASTRO_NATS_PASSWORD": "p", "ASTRO_NATS_CREDS": "/x.creds"}, nil, false, 0},
 	}
 	for _, c := range cases {

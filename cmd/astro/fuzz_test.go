@@ -16,6 +16,7 @@ package main
 //	go test -run '^$' -fuzz '^FuzzQuery$' -fuzztime 60s ./cmd/astro/
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -66,6 +67,22 @@ func doChecked(t *testing.T, s *service, req *http.Request) fuzzAnswer {
 		t.Fatalf("%s: %v", what, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == 200 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// The notification stream (a fuzzed id that spells "stream") never
+		// ends: its first event, up to the blank line, stands for the answer.
+		var first []byte
+		rd := bufio.NewReader(resp.Body)
+		for {
+			line, err := rd.ReadBytes('\n')
+			if err != nil {
+				t.Fatalf("%s: reading the stream: %v", what, err)
+			}
+			first = append(first, line...)
+			if len(bytes.TrimSpace(line)) == 0 && bytes.Contains(first, []byte("event: ")) {
+				return fuzzAnswer{envelope: envelope{Status: resp.StatusCode, Header: resp.Header, raw: first}, elapsed: time.Since(start)}
+			}
+		}
+	}
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("%s: reading the answer: %v", what, err)
@@ -451,6 +468,9 @@ func FuzzPathID(f *testing.F) {
 	for i, id := range ids {
 		f.Add(uint8(i), id, i%2 == 0, i%3 == 0)
 	}
+	// The notification stream answers GET /api/data/notifications/stream.
+	f.Add(uint8(7), "stream", false, false)
+	f.Add(uint8(7), "stream", false, true)
 	for pos := range positions {
 		for _, id := range []string{"{H1}", "{H2}", "{N1}", "{H1U}"} {
 			f.Add(uint8(pos), id, false, false)

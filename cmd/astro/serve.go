@@ -179,6 +179,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	streamKey, err := ticketKey(cfg.StreamTicketKey, cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	ready := func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return logNotReady(errors.New("NATS is not connected"))
@@ -205,8 +209,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	apiServer, err := api.New(api.Config{
 		Verifier: verifier, Notifications: notify, NotificationQueries: notifQueries,
-		NotificationsProjected: notifRunner,
-		Holidays:               holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
+		NotificationsProjected: notifRunner, Inboxes: inboxes, InboxLog: evlog,
+		Streams: api.StreamConfig{
+			TicketKey: streamKey, TicketTTL: cfg.StreamTicketTTL, PerUser: cfg.StreamsPerUser, Max: cfg.StreamsMax, Heartbeat: cfg.StreamHeartbeat,
+		},
+		Holidays: holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
 		Resources: resourceQueries, Log: evlog,
 		Idempotency: idem, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Now: now,
 		Ready: ready, Logger: log, RequestTimeout: cfg.RequestTimeout,
@@ -236,6 +243,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		MaxHeaderBytes:    1 << 20, // the API refuses over 64 KiB itself, in the envelope
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown waits for requests to end, and a stream never would.
+	httpServer.RegisterOnShutdown(apiServer.CloseStreams)
 
 	var g group
 	for _, r := range runners {

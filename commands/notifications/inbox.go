@@ -195,6 +195,10 @@ func (in *Inbox) DeleteAll(recipient string) []events.Payload {
 	return []events.Payload{events.AllNotificationsDeleted{RecipientID: recipient, NotificationIDs: ids, Reason: events.ReasonBulk}}
 }
 
+// Clone returns a copy that later events to either do not reach: a
+// reader that follows the log folds its own copy, apart from the store's.
+func (in *Inbox) Clone() *Inbox { return &Inbox{items: slices.Clone(in.items)} }
+
 // Unread counts the unread pending notifications.
 func (in *Inbox) Unread() int {
 	n := 0

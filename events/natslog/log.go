@@ -389,6 +389,17 @@ func (l *Log) Position(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
+// FirstSeq returns the sequence of the oldest event the log still holds:
+// 1 unless limits removed the log's head. A reader that last saw an event
+// before it cannot be told what it missed.
+func (l *Log) FirstSeq(ctx context.Context) (uint64, error) {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("event stream %s: %w", l.cfg.Stream, err)
+	}
+	return max(info.State.FirstSeq, 1), nil
+}
+
 // Read implements commands.Log.
 func (l *Log) Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error) {
 	for {

@@ -1,0 +1,531 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"astro/api/auth"
+	"astro/commands"
+	"astro/commands/notifications"
+	"astro/events"
+	"astro/events/natslog"
+	"astro/query"
+)
+
+// The notification stream: GET /api/data/notifications/stream sends the
+// caller's unread and total counts as Server-Sent Events, with every change
+// to their inbox, each under its log position as the event id.
+//
+// It follows the log (through the hub, streamhub.go), not this instance's
+// memory: the counts come from
+// folding the inbox's own events with the inbox aggregate, the fold that
+// decides every command and that the read model's counts follow, so the
+// count a client shows with event id P is the count unreadcount answers at
+// position P, on any instance. A reconnect with Last-Event-ID P is sent the
+// inbox's events after P, each with the counts after it; a P the log no
+// longer holds gets a fresh snapshot.
+
+// InboxLog is the event log as the stream reads it.
+type InboxLog interface {
+	// Follow calls fn for every event on filter from the given position
+	// on, and waits for new ones until ctx ends.
+	Follow(ctx context.Context, filter string, from natslog.ScanFrom, fn func(events.Event) error) error
+	// Read calls fn for each event of subject after position after, up to
+	// the log's end.
+	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
+	// Position is the log's last position; FirstSeq its oldest.
+	Position(ctx context.Context) (uint64, error)
+	FirstSeq(ctx context.Context) (uint64, error)
+}
+
+// StreamConfig tunes the notification stream. Zero values take defaults.
+type StreamConfig struct {
+	// TicketKey signs stream tickets; instances behind one address need
+	// the same key. Without one, tickets are refused.
+	TicketKey []byte
+	TicketTTL time.Duration // how long a ticket opens a stream; default 5m
+	PerUser   int           // streams one user (in a workspace) holds on an instance; default 5
+	Max       int           // streams an instance holds; default 10,000
+	Heartbeat time.Duration // a comment line this often keeps proxies from closing; default 15s
+}
+
+func (c *StreamConfig) defaults() {
+	if c.TicketTTL <= 0 {
+		c.TicketTTL = 5 * time.Minute
+	}
+	if c.PerUser <= 0 {
+		c.PerUser = 5
+	}
+	if c.Max <= 0 {
+		c.Max = 10000
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+}
+
+// StreamPath is the stream's path; it runs past the request deadline.
+const StreamPath = "/api/data/notifications/stream"
+
+// streams counts the open streams, per caller and in all.
+type streams struct {
+	perUser, max int
+
+	mu      sync.Mutex
+	byUser  map[string]int
+	total   int
+	closing chan struct{} // closed when the server shuts down
+	closed  bool
+}
+
+func newStreams(perUser, max int) *streams {
+	return &streams{perUser: perUser, max: max, byUser: map[string]int{}, closing: make(chan struct{})}
+}
+
+// acquire takes a stream slot of user, or reports why not.
+func (st *streams) acquire(user string) (func(), error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case st.closed:
+		return nil, commands.Errorf(commands.EUnavailable, "The server is shutting down; reconnect.")
+	case st.byUser[user] >= st.perUser:
+		return nil, commands.Errorf(commands.ETooManyRequests, "Too many notification streams of this user: at most %d at once.", st.perUser)
+	case st.total >= st.max:
+		return nil, commands.Errorf(commands.ETooManyRequests, "Too many notification streams on this server; retry in a moment.")
+	}
+	st.byUser[user]++
+	st.total++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if st.byUser[user]--; st.byUser[user] == 0 {
+				delete(st.byUser, user)
+			}
+			st.total--
+		})
+	}, nil
+}
+
+// Open returns how many streams are open.
+func (st *streams) open() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.total
+}
+
+// CloseStreams ends every notification stream and refuses new ones: for
+// http.Server.RegisterOnShutdown, since Shutdown waits for requests to end
+// and a stream would not end on its own.
+func (s *Server) CloseStreams() {
+	s.streams.mu.Lock()
+	defer s.streams.mu.Unlock()
+	if !s.streams.closed {
+		s.streams.closed = true
+		close(s.streams.closing)
+	}
+	s.hub.close()
+}
+
+// OpenStreams is how many notification streams are open.
+func (s *Server) OpenStreams() int { return s.streams.open() }
+
+// StreamTicketDto answers POST /api/data/notifications/stream/ticket.
+type StreamTicketDto struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// streamTicket issues a ticket for the caller. Only a bearer token gets
+// one: a ticket cannot be renewed with itself.
+func (s *Server) streamTicket(w http.ResponseWriter, r *http.Request) {
+	claims, err := s.bearerClaims(r)
+	if err == nil && len(s.cfg.Streams.TicketKey) == 0 {
+		err = commands.Errorf(commands.EUnavailable, "Stream tickets are not configured on this server.")
+	}
+	if err == nil {
+		err = s.rateLimit(w, claims.WorkspaceID+"/"+claims.UserID)
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	now := s.cfg.Now()
+	exp := now.Add(s.cfg.Streams.TicketTTL)
+	if !claims.ExpiresAt.IsZero() && claims.ExpiresAt.Before(exp) {
+		exp = claims.ExpiresAt
+	}
+	c := ticketClaims{UserID: claims.UserID, WorkspaceID: claims.WorkspaceID, Expires: exp.Unix()}
+	if !claims.ExpiresAt.IsZero() {
+		c.TokenExpires = claims.ExpiresAt.Unix()
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeOK(w, StreamTicketDto{Ticket: signTicket(s.cfg.Streams.TicketKey, c), ExpiresAt: time.Unix(exp.Unix(), 0).UTC()})
+}
+
+// streamCaller authenticates a stream request: by the Authorization
+// header, or by a ticket in the query string. Never a bearer token in the
+// URL: it is refused even when valid, so that no client learns to send it.
+func (s *Server) streamCaller(r *http.Request) (commands.Caller, time.Time, error) {
+	q := r.URL.Query()
+	for _, name := range []string{"access_token", "token", "authorization", "bearer"} {
+		if q.Has(name) {
+			return commands.Caller{}, time.Time{}, &commands.Error{Code: commands.EUnauthorized,
+				Message: "Authentication failed: a bearer token never goes in a URL; send it in the Authorization header, or get a stream ticket (POST " + StreamPath + "/ticket) and pass ?ticket=."}
+		}
+	}
+	if t := q.Get("ticket"); t != "" && r.Header.Get("Authorization") == "" {
+		c, err := verifyTicket(s.cfg.Streams.TicketKey, t, s.cfg.Now())
+		if err != nil {
+			return commands.Caller{}, time.Time{}, &commands.Error{Code: commands.EUnauthorized, Message: "Authentication failed: " + err.Error() + ".", Err: err}
+		}
+		var exp time.Time
+		if c.TokenExpires != 0 {
+			exp = time.Unix(c.TokenExpires, 0)
+		}
+		return commands.Caller{UserID: c.UserID, WorkspaceID: c.WorkspaceID, CorrelationID: r.Header.Get("X-Request-Id")}, exp, nil
+	}
+	claims, err := s.bearerClaims(r)
+	if err != nil {
+		return commands.Caller{}, time.Time{}, err
+	}
+	return commands.Caller{UserID: claims.UserID, WorkspaceID: claims.WorkspaceID, Scopes: claims.Scopes, CorrelationID: r.Header.Get("X-Request-Id")}, claims.ExpiresAt, nil
+}
+
+// StreamCountsDto is the data of a snapshot event.
+type StreamCountsDto struct {
+	UnreadCount int `json:"unreadCount"`
+	TotalCount  int `json:"totalCount"`
+}
+
+// StreamChangeDto is the data of a change event: what changed and the
+// counts after it.
+type StreamChangeDto struct {
+	Change          string                 `json:"change"` // sent, read, unread, deleted, allRead, allDeleted
+	UnreadCount     int                    `json:"unreadCount"`
+	TotalCount      int                    `json:"totalCount"`
+	NotificationIDs []string               `json:"notificationIds"`
+	Notification    *query.NotificationDto `json:"notification,omitempty"` // sent only
+	ReadDate        *time.Time             `json:"readDate,omitempty"`     // read and allRead
+	Reason          string                 `json:"reason,omitempty"`       // deleted and allDeleted: user, overflow, bulk
+}
+
+// StreamEndDto is the data of the event that ends a stream.
+type StreamEndDto struct {
+	Reason  string `json:"reason"` // expired
+	Message string `json:"message"`
+}
+
+// notificationStream serves GET /api/data/notifications/stream.
+func (s *Server) notificationStream(w http.ResponseWriter, r *http.Request) {
+	if err := s.openStream(w, r); err != nil {
+		writeError(w, r, s.log, err)
+	}
+}
+
+// openStream returns an error only before the stream's first byte.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
+	c, expires, err := s.streamCaller(r)
+	if err != nil {
+		return err
+	}
+	if err := s.rateLimit(w, c.WorkspaceID+"/"+c.UserID); err != nil {
+		return err
+	}
+	after, resume, err := lastEventID(r)
+	if err != nil {
+		return err
+	}
+	release, err := s.streams.acquire(c.WorkspaceID + "/" + c.UserID)
+	if err != nil {
+		if commands.ErrorCode(err) == commands.ETooManyRequests {
+			w.Header().Set("Retry-After", "5")
+		}
+		return err
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	subject := inboxSubject(c)
+	// Subscribe first: what the log holds after the state read below is
+	// read from the log, everything later comes through the hub.
+	f, unsubscribe, err := s.hub.subscribe(ctx, subject)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer unsubscribe()
+	first, err := s.cfg.InboxLog.FirstSeq(ctx)
+	if err != nil {
+		return unavailable(err)
+	}
+	var (
+		in       *notifications.Inbox
+		applied  uint64 // the position in holds the state at
+		silent   uint64 // events up to this one fold without being sent
+		snapshot bool
+	)
+	err = s.cfg.Inboxes.Load(ctx, subject, func(cur *notifications.Inbox, seq uint64) error {
+		switch {
+		case !resume || after+1 < first:
+			// A new client, or one whose position the log no longer holds.
+			in, applied, snapshot = cur.Clone(), seq, true
+		case seq <= after:
+			// This instance's copy may be older than what the client saw
+			// (another instance took the writes since): fold on from it,
+			// sending only what follows the client's position.
+			in, applied, silent = cur.Clone(), seq, after
+		case first > 1:
+			// Missed events, and the inbox's early history is gone: the
+			// state at after cannot be rebuilt.
+			in, applied, snapshot = cur.Clone(), seq, true
+		default:
+			// Missed events: rebuild the state at after from the inbox's
+			// own events, sending only those after it.
+			in, applied, silent = notifications.NewInbox(), 0, after
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if resume && !snapshot && applied <= after && after > 0 {
+		// A position past the log's end cannot come from this stream.
+		last, err := s.cfg.InboxLog.Position(ctx)
+		if err != nil {
+			return unavailable(err)
+		}
+		if after > last {
+			return commands.Invalid(map[string][]string{"Last-Event-ID": {"The log has no such position yet."}})
+		}
+	}
+
+	// The stream outlives the server's request deadlines; each write gets
+	// its own, so a client that stops reading cannot hold it forever.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	sw := &sseWriter{w: w, rc: rc, timeout: 2 * s.cfg.Streams.Heartbeat}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
+	w.WriteHeader(http.StatusOK)
+	// Reconnect after a second when the server ends the stream (a restart).
+	sw.raw("retry: 1000\n\n")
+	if snapshot {
+		sw.event("snapshot", applied, StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()})
+	}
+	if err := sw.flush(); err != nil {
+		return nil
+	}
+
+	// apply folds e and sends it, unless it is already in or the client
+	// has it.
+	apply := func(e events.Event) error {
+		if e.Seq <= applied {
+			return nil
+		}
+		if err := in.Apply(e); err != nil {
+			s.log.Error("notification stream: event does not fold", "subject", subject, "seq", e.Seq, "err", err)
+			return err
+		}
+		applied = e.Seq
+		if e.Seq <= silent {
+			return nil
+		}
+		change, err := changeOf(e, in)
+		if err != nil {
+			s.log.Error("notification stream: event does not decode", "subject", subject, "seq", e.Seq, "err", err)
+			return err
+		}
+		sw.event("notification", e.Seq, change)
+		return sw.err
+	}
+	if _, err := s.cfg.InboxLog.Read(ctx, subject, applied, apply); err != nil {
+		if ctx.Err() == nil && sw.err == nil {
+			s.log.Warn("notification stream: reading the log failed", "subject", subject, "err", err)
+		}
+		return nil
+	}
+	if err := sw.flush(); err != nil {
+		return nil
+	}
+
+	heartbeat := time.NewTicker(s.cfg.Streams.Heartbeat)
+	defer heartbeat.Stop()
+	var expired <-chan time.Time
+	if !expires.IsZero() {
+		t := time.NewTimer(expires.Sub(s.cfg.Now()))
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		select {
+		case e := <-f.events:
+			if apply(e) != nil {
+				return nil
+			}
+			// More already waiting go out in the same write.
+			if len(f.events) > 0 {
+				continue
+			}
+		case <-heartbeat.C:
+			sw.raw(": heartbeat\n\n")
+		case <-expired:
+			sw.event("end", 0, StreamEndDto{Reason: "expired", Message: "The token behind this stream has expired; open a new stream with a fresh token or ticket."})
+			_ = sw.flush()
+			return nil
+		case <-s.streams.closing:
+			// The client reconnects (with Last-Event-ID) to a server that is
+			// up: nothing is lost.
+			sw.raw(": server shutting down\n\n")
+			_ = sw.flush()
+			return nil
+		case <-f.dropped:
+			// Too far behind, or the hub lost the log: the client
+			// reconnects with its last event id and misses nothing.
+			_ = sw.flush()
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+		if err := sw.flush(); err != nil {
+			return nil
+		}
+	}
+}
+
+// lastEventID is the position a reconnecting client saw last: the
+// Last-Event-ID header EventSource sends, or lastEventId in the query for
+// a new EventSource that resumes where an old one stopped.
+func lastEventID(r *http.Request) (uint64, bool, error) {
+	name, v := "Last-Event-ID", strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	if v == "" {
+		name, v = "lastEventId", strings.TrimSpace(r.URL.Query().Get("lastEventId"))
+	}
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false, commands.Invalid(map[string][]string{name: {"The position must be a whole number, an event id of this stream."}})
+	}
+	return n, true, nil
+}
+
+// changeOf describes event e, already folded into in.
+func changeOf(e events.Event, in *notifications.Inbox) (StreamChangeDto, error) {
+	p, err := events.Decode(e)
+	if err != nil {
+		return StreamChangeDto{}, err
+	}
+	d := StreamChangeDto{UnreadCount: in.Unread(), TotalCount: in.Len()}
+	switch p := p.(type) {
+	case *events.NotificationSent:
+		n := SentDto(*p)
+		d.Change, d.NotificationIDs, d.Notification = "sent", []string{p.NotificationID}, &n
+	case *events.NotificationRead:
+		at := p.ReadDate.UTC()
+		d.Change, d.NotificationIDs, d.ReadDate = "read", []string{p.NotificationID}, &at
+	case *events.NotificationUnread:
+		d.Change, d.NotificationIDs = "unread", []string{p.NotificationID}
+	case *events.NotificationDeleted:
+		d.Change, d.NotificationIDs, d.Reason = "deleted", []string{p.NotificationID}, p.Reason
+	case *events.AllNotificationsRead:
+		at := p.ReadDate.UTC()
+		d.Change, d.NotificationIDs, d.ReadDate = "allRead", p.NotificationIDs, &at
+	case *events.AllNotificationsDeleted:
+		d.Change, d.NotificationIDs, d.Reason = "allDeleted", p.NotificationIDs, p.Reason
+	default:
+		return d, fmt.Errorf("unexpected event %s", e.Type)
+	}
+	if d.NotificationIDs == nil {
+		d.NotificationIDs = []string{}
+	}
+	return d, nil
+}
+
+// sseWriter writes Server-Sent Events. The first error sticks: the client
+// is gone, and flush reports it.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	err     error
+}
+
+func (sw *sseWriter) raw(s string) {
+	if sw.err != nil {
+		return
+	}
+	if sw.err = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); sw.err == nil {
+		_, sw.err = sw.w.Write([]byte(s))
+	}
+}
+
+// event writes one event; id 0 writes none, so the client keeps its last.
+func (sw *sseWriter) event(name string, id uint64, data any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		sw.err = errors.Join(sw.err, err)
+		return
+	}
+	var sb strings.Builder
+	if id > 0 {
+		sb.WriteString("id: " + strconv.FormatUint(id, 10) + "\n")
+	}
+	sb.WriteString("event: " + name + "\ndata: ")
+	sb.Write(b) // JSON has no raw newline: one data line
+	sb.WriteString("\n\n")
+	sw.raw(sb.String())
+}
+
+func (sw *sseWriter) flush() error {
+	if sw.err == nil {
+		sw.err = sw.rc.Flush()
+	}
+	return sw.err
+}
+
+// bearerClaims verifies the request's bearer token.
+func (s *Server) bearerClaims(r *http.Request) (auth.Claims, error) {
+	token, err := auth.FromHeader(r.Header.Get("Authorization"))
+	if err == nil {
+		now := s.cfg.Now()
+		claims, ok := s.tokens.get(token, now)
+		if ok {
+			return claims, nil
+		}
+		if claims, err = s.cfg.Verifier.Verify(r.Context(), token); err == nil {
+			s.tokens.put(token, claims, now)
+			return claims, nil
+		}
+	}
+	msg := "Authentication failed"
+	if reason := auth.Reason(err); reason != "" {
+		msg += ": " + reason
+	}
+	return auth.Claims{}, &commands.Error{Code: commands.EUnauthorized, Message: msg + ".", Err: err}
+}
+
+// rateLimit spends one of caller's requests.
+func (s *Server) rateLimit(w http.ResponseWriter, caller string) error {
+	if s.limiter == nil {
+		return nil
+	}
+	if ok, wait := s.limiter.allow(caller); !ok {
+		s.metrics.RateLimited()
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
+		return commands.Errorf(commands.ETooManyRequests, "Too many requests; retry after %d s.", retryAfter(wait))
+	}
+	return nil
+}

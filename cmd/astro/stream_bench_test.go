@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"astro/projections/pgtest"
+)
+
+// BenchmarkStreams: how many notification streams one instance holds, what
+// each costs in memory, and how soon after a write's answer its event is on
+// the recipient's stream. The program runs as its own process, with its
+// embedded JetStream server as `go run ./cmd/astro` runs it, so that the
+// memory is the program's alone: the growth of its resident memory from
+// before the streams to after, per stream. The delay is measured with every
+// stream open, one send at a time to a different user, against the send's
+// own round trip in the same run. It takes a minute, so run it alone:
+//
+//	go test -run '^$' -bench Streams -benchtime 1x ./cmd/astro
+func BenchmarkStreams(b *testing.B) {
+	const streams, workers, sends = 10_000, 32, 500
+	bin := filepath.Join(b.TempDir(), "astro")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	port := freePort(b)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"ASTRO_HTTP_ADDR=127.0.0.1:"+port, "ASTRO_DATA_DIR="+b.TempDir(), "ASTRO_DATABASE_URL="+pgtest.URL(b),
+		"ASTRO_JWT_SECRET="+testSecret, "ASTRO_NATS_LISTEN=off", "ASTRO_RATE_LIMIT=off", "ASTRO_LOG_LEVEL=warn",
+		"ASTRO_STREAMS_MAX="+strconv.Itoa(streams))
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	base := "http://127.0.0.1:" + port
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("astro not ready: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling a readiness probe, bounded by the deadline
+	}
+	rss := func() float64 {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				var kb float64
+				fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
+				return kb
+			}
+		}
+		b.Fatal("no VmRSS")
+		return 0
+	}
+	send := func(user int) (uint64, time.Duration) {
+		body := fmt.Sprintf(`{"recipientId":"user-%d","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"Task","message":"A task"}`, user)
+		req, _ := http.NewRequest("POST", base+sendPath, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+sender(b, "w1"))
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if resp.StatusCode != 200 {
+			b.Fatalf("send: HTTP %d", resp.StatusCode)
+		}
+		pos, _ := strconv.ParseUint(resp.Header.Get("X-Astro-Position"), 10, 64)
+		return pos, took
+	}
+	// Every user has a notification, so a stream starts from a real inbox.
+	for u := range streams {
+		send(u)
+	}
+
+	type arrival struct {
+		id uint64
+		at time.Time
+	}
+	arrivals := make(chan arrival, 1024)
+	streamClient := &http.Client{Transport: &http.Transport{}}
+	open := func(u int) {
+		req, _ := http.NewRequest("GET", base+streamPath, nil)
+		req.Header.Set("Authorization", "Bearer "+token(b, fmt.Sprint("user-", u), "w1"))
+		resp, err := streamClient.Do(req)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		if resp.StatusCode != 200 {
+			b.Errorf("stream %d: HTTP %d", u, resp.StatusCode)
+			resp.Body.Close()
+			return
+		}
+		rd := bufio.NewReaderSize(resp.Body, 1024)
+		snapshot := make(chan struct{})
+		var got atomic.Bool
+		go func() {
+			defer resp.Body.Close()
+			defer func() {
+				if !got.Load() {
+					close(snapshot)
+				}
+			}()
+			var id uint64
+			var name string
+			for {
+				line, err := rd.ReadString('\n')
+				if err != nil {
+					return
+				}
+				line = strings.TrimRight(line, "\n")
+				switch {
+				case strings.HasPrefix(line, "id: "):
+					id, _ = strconv.ParseUint(line[4:], 10, 64)
+				case strings.HasPrefix(line, "event: "):
+					name = line[7:]
+				case line == "" && name == "snapshot":
+					got.Store(true)
+					close(snapshot)
+					name = ""
+				case line == "" && name == "notification":
+					arrivals <- arrival{id, time.Now()}
+					name = ""
+				}
+			}
+		}()
+		select {
+		case <-snapshot:
+			if !got.Load() {
+				b.Errorf("stream %d ended before its snapshot\n%s", u, logs.String())
+			}
+		case <-time.After(30 * time.Second):
+			b.Errorf("stream %d: no snapshot within 30 s", u)
+		}
+	}
+
+	before := rss()
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := int(next.Add(1) - 1); u < streams && !b.Failed(); u = int(next.Add(1) - 1) {
+				open(u)
+			}
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	opened := time.Since(start)
+	held := rss()
+	b.Logf("%d streams open in %v; RSS %.0f MB before, %.0f MB after", streams, opened.Round(time.Millisecond), before/1024, held/1024)
+
+	var delays, fromStart, trips []time.Duration
+	for i := range sends {
+		pos, took := send(i * 7919 % streams)
+		answered := time.Now()
+		for {
+			var a arrival
+			select {
+			case a = <-arrivals:
+			case <-time.After(30 * time.Second):
+				b.Fatalf("send %d (position %d): no event on its stream within 30 s\n%s", i, pos, logs.String())
+			}
+			if a.id == pos {
+				// An event can beat the answer's last bytes: no delay then.
+				delays = append(delays, max(0, a.at.Sub(answered)))
+				fromStart = append(fromStart, a.at.Sub(answered.Add(-took)))
+				break
+			}
+		}
+		trips = append(trips, took)
+	}
+	slices.Sort(fromStart)
+	slices.Sort(delays)
+	slices.Sort(trips)
+	pct := func(d []time.Duration, p float64) time.Duration { return d[int(p*float64(len(d)-1))] }
+	send50 := pct(trips, 0.5)
+	b.ReportMetric(float64(streams), "streams")
+	b.ReportMetric((held-before)/streams, "KB/stream")
+	b.ReportMetric(float64(opened.Microseconds())/streams/1000, "ms-open/stream")
+	b.ReportMetric(float64(pct(delays, 0.5).Microseconds())/1000, "delay-p50-ms")
+	b.ReportMetric(float64(pct(delays, 0.99).Microseconds())/1000, "delay-p99-ms")
+	b.ReportMetric(float64(pct(delays, 0.5))/float64(send50), "delay-p50-x-send")
+	b.ReportMetric(float64(pct(delays, 0.99))/float64(send50), "delay-p99-x-send")
+	b.ReportMetric(float64(send50.Microseconds())/1000, "send-p50-ms")
+	// From the write's request instead: the whole path, as a share of the
+	// write's own round trip.
+	b.ReportMetric(float64(pct(fromStart, 0.5))/float64(send50), "from-request-p50-x-send")
+	b.ReportMetric(float64(pct(fromStart, 0.99))/float64(send50), "from-request-p99-x-send")
+}
