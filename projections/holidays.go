@@ -43,6 +43,12 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 // Name implements Projector.
 func (*Holidays) Name() string { return "holidays" }
 
+// Version implements Model.
+func (*Holidays) Version() int { return 1 }
+
+// Tables implements Model: a batch writes holidays first, resources last.
+func (*Holidays) Tables() []string { return []string{"holidays", "resources"} }
+
 // Subjects implements Projector.
 func (*Holidays) Subjects() []string {
 	return []string{events.KindSubjects(events.KindHoliday), events.KindSubjects(events.KindResource)}

@@ -57,6 +57,12 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 // Name implements Projector.
 func (*Notifications) Name() string { return "notifications" }
 
+// Version implements Model.
+func (*Notifications) Version() int { return 1 }
+
+// Tables implements Model: a batch writes notifications first.
+func (*Notifications) Tables() []string { return []string{"notifications", "notification_counts"} }
+
 // Subjects implements Projector.
 func (*Notifications) Subjects() []string { return []string{events.KindSubjects(events.KindInbox)} }
 

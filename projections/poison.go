@@ -52,12 +52,16 @@ func poisonous(err error) bool {
 // and returns the events that are poison with their errors. A passing
 // error stops it: the whole batch is retried later.
 func (r *Runner) applyIsolated(ctx context.Context, tx *sqlx.Tx, evs []events.Event) (map[uint64]error, error) {
+	return applyIsolated(ctx, tx, r.p, evs)
+}
+
+func applyIsolated(ctx context.Context, tx *sqlx.Tx, p Projector, evs []events.Event) (map[uint64]error, error) {
 	poison := map[uint64]error{}
 	for _, e := range evs {
 		if _, err := tx.ExecContext(ctx, `SAVEPOINT one_event`); err != nil {
 			return nil, err
 		}
-		err := r.p.Apply(ctx, tx, []events.Event{e})
+		err := p.Apply(ctx, tx, []events.Event{e})
 		if err == nil {
 			if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT one_event`); err != nil {
 				return nil, err

@@ -79,9 +79,12 @@ type Runner struct {
 	waiting   atomic.Int64  // reads waiting in WaitFor
 	wake      chan struct{} // a read started waiting: stop lingering
 
+	created string // identity of the stream being consumed (see checkpoint)
+
 	mu      sync.Mutex
 	pos     uint64        // checkpoint: last applied stream sequence
 	ready   bool          // consuming, or following the instance that is
+	state   State         // see State
 	changed chan struct{} // closed and replaced when pos moves
 }
 
@@ -106,7 +109,29 @@ func NewRunner(js jetstream.JetStream, db *sqlx.DB, p Projector, cfg RunnerConfi
 		cfg.Now = time.Now
 	}
 	cfg.Logger = cfg.Logger.With("projector", p.Name())
-	return &Runner{js: js, db: db, p: p, cfg: cfg, changed: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
+	return &Runner{js: js, db: db, p: p, cfg: cfg, state: StateStarting, changed: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
+}
+
+// State is what the runner does: StateStarting, StateRunning,
+// StateStandby, StateRebuilding or StateDiverged.
+func (r *Runner) State() State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+func (r *Runner) setState(state State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.state = state
+}
+
+// version is the projector's version; 1 for one that does not say.
+func (r *Runner) version() int {
+	if m, ok := r.p.(Model); ok {
+		return m.Version()
+	}
+	return 1
 }
 
 // Name is the projector's name.
@@ -249,6 +274,7 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 			r.advance(pos)
 			r.following.Store(true)
 			r.setReady(true)
+			r.setState(StateStandby)
 		}
 		select {
 		case <-ctx.Done():
@@ -303,6 +329,10 @@ func (r *Runner) setReady(ready bool) {
 // back and tried again after a pause; the checkpoint never moves past an
 // event that was not applied.
 func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
+	upgrade, err := r.check(ctx)
+	if err != nil {
+		return err
+	}
 	pos, err := r.checkpoint(ctx)
 	if err != nil {
 		return err
@@ -315,6 +345,10 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 	delivered := cons.CachedInfo().Delivered.Consumer
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	r.setState(StateRunning)
+	if upgrade != nil {
+		go upgrade(ctx)
+	}
 	msgs := make(chan jetstream.Msg, 2*r.cfg.Batch)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
@@ -612,9 +646,9 @@ func (r *Runner) commit(ctx context.Context, evs []events.Event, raw map[uint64]
 	for seq := range raw {
 		end = max(end, seq)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO projector_checkpoints (name, seq) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, updated_at = now()`, r.p.Name(), end); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+	if err := writeCheckpoint(ctx, tx, "projector_checkpoints", r.p.Name(), checkpoint{Seq: end, Version: r.version(),
+		StreamCreated: r.created, EventID: raw[end].Headers().Get(nats.MsgIdHdr)}); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -20,14 +20,25 @@ type State string
 // projections status), a projector that no instance runs is stopped.
 const (
 	StateStarting State = "starting"
-	StateRunning  State = "running"
-	StateStandby  State = "standby"
+	// StateRunning: this instance applies the log.
+	StateRunning State = "running"
+	// StateStandby: another instance applies it; this one follows its
+	// checkpoint and takes over when it stops.
+	StateStandby State = "standby"
+	// StateRebuilding: a new version of the read model is being built
+	// beside the live one, which keeps serving and following the log.
+	StateRebuilding State = "rebuilding"
+	// StateDiverged: the log does not hold the history the read model was
+	// made from; it is being rebuilt from the log, and is not ready.
+	StateDiverged State = "diverged"
 	StateStopped  State = "stopped"
 )
 
 // States lists every state, so that a metric can show each (1 for the
 // current one, 0 for the others).
-func States() []State { return []State{StateStarting, StateRunning, StateStandby, StateStopped} }
+func States() []State {
+	return []State{StateStarting, StateRunning, StateStandby, StateRebuilding, StateDiverged, StateStopped}
+}
 
 // Status is where a projector stands against the log.
 type Status struct {
@@ -39,21 +50,6 @@ type Status struct {
 	// applied yet; LagSeconds the age of the oldest of them (0 when none).
 	LagEvents  uint64  `json:"lagEvents"`
 	LagSeconds float64 `json:"lagSeconds"`
-}
-
-// State is what the runner is doing now.
-func (r *Runner) State() State {
-	r.mu.Lock()
-	ready := r.ready
-	r.mu.Unlock()
-	switch {
-	case !ready:
-		return StateStarting
-	case r.following.Load():
-		return StateStandby
-	default:
-		return StateRunning
-	}
 }
 
 // Status measures the runner's lag against the log. It asks JetStream

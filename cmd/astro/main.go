@@ -6,6 +6,7 @@
 //	astro audit holiday   print a holiday's history from the log
 //	astro events ...      tail the log; list and redrive parked events
 //	astro projections status  each projector's position, lag and state
+//	astro projections rebuild NAME  rebuild a read model beside the live one, verified before the switch
 //	astro nats-credentials  print what a NATS client of the embedded server needs
 //
 // Run "astro -h" or "astro token -h" for the flags; every flag also reads

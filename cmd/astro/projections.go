@@ -23,21 +23,35 @@ import (
 // PostgreSQL, in its data directory.
 const postgresURLFile = "postgres-url"
 
-// runProjections is `astro projections status`: each projector's position,
-// lag and state, from any machine that reaches the log and the database.
+// runProjections is `astro projections ...`: the read models as an
+// operator sees them.
 func runProjections(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	usage := "Usage: astro projections status [--json] [--database-url URL] [--nats-url URL]"
-	if len(args) == 0 || args[0] != "status" {
+	usage := "Usage: astro projections status [--json] [--database-url URL] [--nats-url URL]\n       astro projections rebuild NAME [--force] [--wait] [--batch N] [--database-url URL] [--nats-url URL]"
+	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
-		return errors.New("projections: want status")
+		return errors.New("projections: want status or rebuild")
 	}
+	switch args[0] {
+	case "status":
+		return projectionsStatus(ctx, args[1:], getenv, stdout, stderr)
+	case "rebuild":
+		return projectionsRebuild(ctx, args[1:], getenv, stdout, stderr)
+	}
+	fmt.Fprintln(stderr, usage)
+	return fmt.Errorf("projections: unknown command %q", args[0])
+}
+
+// projectionsStatus is `astro projections status`: each projector's
+// position, lag and state, from any machine that reaches the log and the
+// database.
+func projectionsStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("astro projections status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	client := natsClient{Role: natsserver.UserAstro} // the projectors' consumers are Astro's own
 	client.addFlags(fs, getenv)
 	dbURL := fs.String("database-url", getenv("ASTRO_DATABASE_URL"), "PostgreSQL of the read models; default: the running service's private one, found in its data directory ($ASTRO_DATABASE_URL)")
 	asJSON := fs.Bool("json", false, "one JSON object a projector instead of a table")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dbURL == "" {

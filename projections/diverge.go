@@ -1,0 +1,109 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// check compares the read model's checkpoint with the log before the
+// runner consumes. When the log does not hold the history the read model
+// was made from, consuming on would skip the new events that reuse its
+// sequence numbers: check rebuilds the read model from the log instead,
+// here, holding the projector's lock, with the runner not ready meanwhile.
+// When the projector's version is newer than the one that built the read
+// model, it returns the rebuild to run beside the live one.
+func (r *Runner) check(ctx context.Context) (func(context.Context), error) {
+	stream, err := r.js.Stream(ctx, r.cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
+	}
+	c, err := readCheckpoint(ctx, r.db, "projector_checkpoints", r.p.Name())
+	if err != nil {
+		return nil, err
+	}
+	why, err := diverged(ctx, stream, info, c)
+	if err != nil {
+		return nil, fmt.Errorf("projector %s: %w", r.p.Name(), err)
+	}
+	r.created = streamCreated(info)
+	m, isModel := r.p.(Model)
+	if why == "" {
+		switch {
+		case !isModel || !c.exists || c.Version == m.Version():
+		case c.Version < m.Version():
+			return func(ctx context.Context) { r.upgrade(ctx, m, c.Version) }, nil
+		default:
+			// An instance of the previous release, during a rolling
+			// deployment: rebuilding back and forth would help nobody.
+			r.cfg.Logger.Warn("a newer projector version built this read model; applying the log to it with this older one",
+				"read_model_version", c.Version, "version", m.Version())
+		}
+		return nil, nil
+	}
+	r.setReady(false)
+	r.setState(StateDiverged)
+	r.cfg.Logger.Error("the log does not hold the read model's history; rebuilding the read model from the log",
+		"reason", why, "checkpoint", c.Seq, "log_first_seq", info.State.FirstSeq, "log_last_seq", info.State.LastSeq)
+	if !isModel {
+		return nil, fmt.Errorf("projector %s: the log does not hold the read model's history (%s), and the projector cannot rebuild", r.p.Name(), why)
+	}
+	res, err := Rebuild(ctx, r.js, r.db, m, RebuildConfig{Stream: r.cfg.Stream, Wait: true, Logger: r.cfg.Logger, diverged: true})
+	if err != nil {
+		return nil, err
+	}
+	// The durable consumer's place is in the old history.
+	if err := stream.DeleteConsumer(ctx, "projector_"+r.p.Name()); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("projector %s: reset consumer: %w", r.p.Name(), err)
+	}
+	r.reset(res.Position)
+	r.cfg.Logger.Warn("read model rebuilt from the log", "position", res.Position, "events", res.Applied,
+		"tables_that_differed", len(res.Diffs), "elapsed", res.Elapsed)
+	return nil, nil
+}
+
+// reset puts the position where a rebuild left it, which may be behind
+// where the replaced read model was.
+func (r *Runner) reset(pos uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pos = pos
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// upgrade rebuilds the read model of a projector whose version changed,
+// beside the live one, which this runner keeps applying meanwhile. The two
+// differ by design, so the switch is forced; the differences are logged.
+func (r *Runner) upgrade(ctx context.Context, m Model, from int) {
+	r.cfg.Logger.Info("the projector's version changed; rebuilding its read model beside the live one", "from", from, "to", m.Version())
+	r.setState(StateRebuilding)
+	for {
+		res, err := Rebuild(ctx, r.js, r.db, m, RebuildConfig{Stream: r.cfg.Stream, Force: true, Wait: true, Logger: r.cfg.Logger})
+		if err == nil {
+			for _, d := range res.Diffs {
+				r.cfg.Logger.Info("the new version's read model differs", "table", d.Table, "only_in", d.Side, "rows", d.Rows)
+			}
+			r.cfg.Logger.Info("switched to the new version's read model", "version", m.Version(), "position", res.Position,
+				"events", res.Applied, "elapsed", res.Elapsed)
+			r.setState(StateRunning)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		r.cfg.Logger.Error("rebuild of the new version failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}

@@ -1,0 +1,756 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/events"
+	"astro/events/natslog"
+)
+
+// Model is a projector whose read model can be rebuilt beside the live one.
+type Model interface {
+	Projector
+	// Version names what Apply makes of the log. Change it with any change
+	// to Apply that makes a different read model of the same log: the
+	// runner then rebuilds the read model beside the live one at start.
+	Version() int
+	// Tables are the tables the projector writes, all of them, in the
+	// order its batches first write them (a switch locks them in this
+	// order, so it cannot deadlock with a batch).
+	Tables() []string
+}
+
+// RebuildConfig tunes Rebuild.
+type RebuildConfig struct {
+	Stream string // the event stream's name
+	Batch  int    // most events per transaction; default 20000
+	// Force switches over even when the rebuilt read model differs from
+	// the live one (the differences are in the result).
+	Force bool
+	// Wait waits for another rebuild of the same read model to end instead
+	// of failing with ErrRebuildRunning.
+	Wait bool
+	// MaxDiffs is how many differing rows a table reports; default 10.
+	MaxDiffs int
+	// Progress, when set, is told how the rebuild goes, about every
+	// ProgressEvery (default 1s) and at each phase's end.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	Logger        *slog.Logger
+
+	// diverged: the live read model is known wrong (the log does not hold
+	// its history), and nothing may apply to it meanwhile (the caller holds
+	// the projector's lock). The rebuild goes to the log's end and replaces
+	// it whatever the comparison says.
+	diverged bool
+}
+
+// Progress is a rebuild's state.
+type Progress struct {
+	Phase     string  // "building", "indexing", "comparing", "switched", "disagree"
+	Applied   int64   // events applied by this run
+	Position  uint64  // log sequence the new read model reached
+	Remaining uint64  // events of the projector's subjects still to apply, as of the last one read
+	Rate      float64 // events applied per second, this run
+	ETA       time.Duration
+}
+
+// Diff is what one table holds on one side only.
+type Diff struct {
+	Table  string   `json:"table"`
+	Side   string   `json:"side"` // "live" or "rebuilt"
+	Rows   int64    `json:"rows"`
+	Sample []string `json:"sample"` // up to MaxDiffs rows, as PostgreSQL prints a row
+}
+
+// RebuildResult says what a rebuild did.
+type RebuildResult struct {
+	Name        string        `json:"name"`
+	Version     int           `json:"version"`
+	ResumedFrom uint64        `json:"resumedFrom"` // the checkpoint an earlier, interrupted run left; 0 when it started afresh
+	Position    uint64        `json:"position"`    // the log position both read models were compared at
+	Applied     int64         `json:"applied"`     // events applied by this run
+	Elapsed     time.Duration `json:"elapsed"`
+	Switched    bool          `json:"switched"`
+	Diffs       []Diff        `json:"diffs,omitempty"`
+}
+
+var (
+	// ErrRebuildRunning: another rebuild of the read model holds its lease.
+	ErrRebuildRunning = errors.New("another rebuild of this read model is running")
+	// ErrDisagree: the rebuilt read model differs from the live one, and
+	// the switch was not forced. The rebuilt one is kept: a later run with
+	// Force switches to it without building again.
+	ErrDisagree = errors.New("the rebuilt read model differs from the live one; not switched")
+)
+
+// BuildSchema is the PostgreSQL schema a rebuild of the named read model
+// builds in, beside the live one.
+func BuildSchema(name string) string { return "rebuild_" + name }
+
+// Rebuild builds a new version of m's read model from the log, in its own
+// schema, while the live one keeps serving and following the log; then,
+// with the live one's writes held for a moment, brings the new one to the
+// live one's position, compares the two table by table, and switches them
+// in one transaction if they agree (or cfg.Force). Queries name tables
+// without a schema, so the switch is invisible to them: PostgreSQL plans
+// their prepared statements again against the tables now bearing the names.
+//
+// A lease (an advisory lock) lets one rebuild of a read model run at a time
+// across instances. The new version's checkpoint is committed with each
+// batch, so a run that crashed resumes where it stopped.
+func Rebuild(ctx context.Context, js jetstream.JetStream, db *sqlx.DB, m Model, cfg RebuildConfig) (RebuildResult, error) {
+	if js == nil || db == nil || m == nil || cfg.Stream == "" {
+		return RebuildResult{}, errors.New("projections: Rebuild needs JetStream, a database, a projector and a stream name")
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 20000
+	}
+	if cfg.MaxDiffs <= 0 {
+		cfg.MaxDiffs = 10
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	rb := &rebuild{js: js, db: db, m: m, cfg: cfg, log: cfg.Logger.With("rebuild", m.Name()),
+		build: pq.QuoteIdentifier(BuildSchema(m.Name())), retired: pq.QuoteIdentifier("retired_" + m.Name()),
+		res: RebuildResult{Name: m.Name(), Version: m.Version()}, start: time.Now()}
+	rb.reported = rb.start
+	lease, err := rb.lease(ctx)
+	if err != nil {
+		return rb.res, err
+	}
+	defer lease.Close() // the session's end frees the lock
+	if err := rb.run(ctx); err != nil {
+		return rb.res, fmt.Errorf("rebuild %s: %w", m.Name(), err)
+	}
+	return rb.res, nil
+}
+
+type rebuild struct {
+	js             jetstream.JetStream
+	db             *sqlx.DB
+	m              Model
+	cfg            RebuildConfig
+	log            *slog.Logger
+	build, retired string // quoted schema names
+	live           string // quoted schema of the live read model
+	stream         jetstream.Stream
+	created        string // the stream's identity
+	res            RebuildResult
+	start          time.Time
+	reported       time.Time
+
+	pos     uint64 // the new read model's checkpoint
+	eventID string // the event at pos
+	cons    jetstream.Consumer
+	msgs    chan *logged
+	errs    chan error
+	back    []*logged // read, not applied: read again first
+	remain  uint64    // events still to read, as of the last one read
+	closeFn func()
+}
+
+// lease takes the rebuild's advisory lock on a connection of its own, held
+// until the connection closes.
+func (rb *rebuild) lease(ctx context.Context) (*sqlx.Conn, error) {
+	conn, err := rb.db.Connx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		var got bool
+		if err := conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock(hashtext($1))`, "astro.rebuild."+rb.m.Name()); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("rebuild %s: lease: %w", rb.m.Name(), err)
+		}
+		if got {
+			return conn, nil
+		}
+		if !rb.cfg.Wait {
+			conn.Close()
+			return nil, fmt.Errorf("rebuild %s: %w", rb.m.Name(), ErrRebuildRunning)
+		}
+		select {
+		case <-ctx.Done():
+			conn.Close()
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (rb *rebuild) run(ctx context.Context) error {
+	var err error
+	if rb.stream, err = rb.js.Stream(ctx, rb.cfg.Stream); err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	info, err := rb.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	rb.created = streamCreated(info)
+	var live string
+	if err := rb.db.GetContext(ctx, &live, `SELECT current_schema()`); err != nil {
+		return err
+	}
+	rb.live = pq.QuoteIdentifier(live)
+	if !rb.cfg.diverged {
+		lc, err := readCheckpoint(ctx, rb.db, rb.live+".projector_checkpoints", rb.m.Name())
+		if err != nil {
+			return err
+		}
+		why, err := diverged(ctx, rb.stream, info, lc)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			return fmt.Errorf("the live read model does not follow this log (%s): a running Astro rebuilds it by itself", why)
+		}
+	}
+	if err := rb.prepare(ctx, info); err != nil {
+		return err
+	}
+	if err := rb.open(ctx); err != nil {
+		return err
+	}
+	defer rb.close()
+	for indexed := false; ; {
+		if err := rb.catchUp(ctx); err != nil {
+			return err
+		}
+		if !indexed {
+			if err := rb.index(ctx); err != nil {
+				return err
+			}
+			indexed = true
+			continue // the live model went on meanwhile
+		}
+		done, err := rb.switchOver(ctx)
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// prepare resumes the new read model an interrupted run left, when it was
+// built by this version from this log; otherwise it creates it afresh, by
+// the same migrations as the live one, so that both have the same tables,
+// columns and index names.
+func (rb *rebuild) prepare(ctx context.Context, info *jetstream.StreamInfo) error {
+	if _, err := rb.db.ExecContext(ctx, `DROP SCHEMA IF EXISTS `+rb.retired+` CASCADE`); err != nil {
+		return err
+	}
+	var exists bool
+	if err := rb.db.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, BuildSchema(rb.m.Name())); err != nil {
+		return err
+	}
+	if exists {
+		c, err := readCheckpoint(ctx, rb.db, rb.build+".projector_checkpoints", rb.m.Name())
+		if err == nil && c.exists && c.Version == rb.m.Version() && c.StreamCreated == rb.created {
+			why, err := diverged(ctx, rb.stream, info, c)
+			if err != nil {
+				return err
+			}
+			if why == "" {
+				rb.pos, rb.eventID, rb.res.ResumedFrom = c.Seq, c.EventID, c.Seq
+				rb.log.Info("resuming an interrupted rebuild", "from", c.Seq+1)
+				return nil
+			}
+			rb.log.Warn("discarding an interrupted rebuild", "reason", why)
+		}
+		if _, err := rb.db.ExecContext(ctx, `DROP SCHEMA `+rb.build+` CASCADE`); err != nil {
+			return err
+		}
+	}
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	tx, err := rb.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE SCHEMA `+rb.build+`; SET LOCAL search_path TO `+rb.build); err != nil {
+		return err
+	}
+	for _, f := range files {
+		body, err := migrations.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			return fmt.Errorf("create the new read model: %s: %w", f, err)
+		}
+	}
+	if err := writeCheckpoint(ctx, tx, rb.build+".projector_checkpoints", rb.m.Name(),
+		checkpoint{Version: rb.m.Version(), StreamCreated: rb.created}); err != nil {
+		return err
+	}
+	// Loading into tables without their secondary indexes, then indexing
+	// once, is faster than keeping the indexes up to date row by row. What
+	// to index again is kept in the schema, so a resumed run does it too.
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE rebuild_indexes (name text PRIMARY KEY, def text NOT NULL)`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO rebuild_indexes SELECT i.indexname, i.indexdef FROM pg_indexes i
+		WHERE i.schemaname = $1 AND i.tablename = ANY($2)
+		  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = (quote_ident(i.schemaname) || '.' || quote_ident(i.indexname))::regclass)`,
+		BuildSchema(rb.m.Name()), pq.Array(rb.m.Tables())); err != nil {
+		return fmt.Errorf("create the new read model: %w", err)
+	}
+	var names []string
+	if err := tx.SelectContext(ctx, &names, `SELECT name FROM rebuild_indexes`); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if _, err := tx.ExecContext(ctx, `DROP INDEX `+rb.build+`.`+pq.QuoteIdentifier(n)); err != nil {
+			return fmt.Errorf("create the new read model: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+// index creates the secondary indexes prepare left out, once the new read
+// model holds what the log did when the run started.
+func (rb *rebuild) index(ctx context.Context) error {
+	var defs []string
+	if err := rb.db.SelectContext(ctx, &defs, `SELECT def FROM `+rb.build+`.rebuild_indexes`); err != nil {
+		return fmt.Errorf("index the new read model: %w", err)
+	}
+	if len(defs) == 0 {
+		return nil
+	}
+	rb.report("indexing", true)
+	tx, err := rb.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, d := range defs {
+		if _, err := tx.ExecContext(ctx, d); err != nil {
+			return fmt.Errorf("index the new read model: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM `+rb.build+`.rebuild_indexes`); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// open starts reading the projector's subjects after the new read model's
+// checkpoint, through a consumer of its own that goes away with the run.
+func (rb *rebuild) open(ctx context.Context) error {
+	cons, err := rb.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Description:       "rebuild of read model " + rb.m.Name(),
+		FilterSubjects:    rb.m.Subjects(),
+		AckPolicy:         jetstream.AckNonePolicy,
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       rb.pos + 1,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	rb.cons = cons
+	rb.remain = cons.CachedInfo().NumPending
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * rb.cfg.Batch))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	rb.msgs, rb.errs = make(chan *logged, rb.cfg.Batch), make(chan error, 1)
+	// Decoding here overlaps with the database applying the previous batch.
+	go func() {
+		defer close(rb.msgs)
+		for {
+			m, err := it.Next()
+			if err == nil {
+				var l *logged
+				if l, err = read(m); err == nil {
+					rb.msgs <- l
+					continue
+				}
+			}
+			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				rb.errs <- err
+			}
+			return
+		}
+	}()
+	rb.closeFn = func() {
+		it.Stop()
+		for range rb.msgs { // unblock the reader so it sees the stop
+		}
+	}
+	return nil
+}
+
+// logged is an event as read from the log.
+type logged struct {
+	seq, pending uint64 // stream sequence; the consumer's events left after it
+	id           string // Nats-Msg-Id
+	e            events.Event
+	err          error // not an event this build can read
+}
+
+func read(m jetstream.Msg) (*logged, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("read the log: %w", err)
+	}
+	l := &logged{seq: meta.Sequence.Stream, pending: meta.NumPending, id: m.Headers().Get(nats.MsgIdHdr)}
+	l.e, l.err = natslog.Decode(m.Subject(), m.Headers(), m.Data(), l.seq)
+	return l, nil
+}
+
+func (rb *rebuild) close() {
+	rb.closeFn()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rb.stream.DeleteConsumer(ctx, rb.cons.CachedInfo().Name); err != nil {
+		rb.log.Debug("delete the rebuild's consumer", "err", err) // it goes by itself when inactive
+	}
+}
+
+// next returns the next event of the projector's subjects, or nil when
+// none came within wait.
+func (rb *rebuild) next(ctx context.Context, wait time.Duration) (*logged, error) {
+	if len(rb.back) > 0 {
+		m := rb.back[0]
+		rb.back = rb.back[1:]
+		return m, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case m, ok := <-rb.msgs:
+		if !ok {
+			select {
+			case err := <-rb.errs:
+				return nil, fmt.Errorf("read the log: %w", err)
+			default:
+				return nil, errors.New("read the log: the reader stopped")
+			}
+		}
+		return m, nil
+	case <-t.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// unread puts events back, to be read again first.
+func (rb *rebuild) unread(ls ...*logged) {
+	rb.back = append(append([]*logged(nil), ls...), rb.back...)
+}
+
+// take reads events up to log sequence limit, at most n of them, and
+// stops when none are left to read.
+func (rb *rebuild) take(ctx context.Context, limit uint64, n int, into []*logged) ([]*logged, error) {
+	for len(into) < n && (rb.remain > 0 || len(rb.back) > 0) {
+		m, err := rb.next(ctx, 5*time.Second)
+		if err != nil {
+			return into, err
+		}
+		if m == nil {
+			// Nothing came though more was due (deleted meanwhile?): ask.
+			info, err := rb.cons.Info(ctx)
+			if err != nil {
+				return into, fmt.Errorf("read the log: %w", err)
+			}
+			rb.remain = info.NumPending
+			continue
+		}
+		if m.seq > limit {
+			rb.unread(m)
+			break
+		}
+		rb.remain = m.pending
+		into = append(into, m)
+	}
+	return into, nil
+}
+
+// catchUp applies the log up to the live read model's position (to the
+// log's end when that one is wrong), one transaction a batch, each with the
+// new read model's checkpoint.
+func (rb *rebuild) catchUp(ctx context.Context) error {
+	limit := uint64(math.MaxUint64)
+	if !rb.cfg.diverged {
+		c, err := readCheckpoint(ctx, rb.db, rb.live+".projector_checkpoints", rb.m.Name())
+		if err != nil {
+			return err
+		}
+		limit = c.Seq
+	}
+	batch := make([]*logged, 0, rb.cfg.Batch)
+	for applied := false; ; applied = true {
+		var err error
+		if batch, err = rb.take(ctx, limit, rb.cfg.Batch, batch[:0]); err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			if applied {
+				rb.report("building", true)
+			}
+			return nil
+		}
+		if err := rb.inTx(ctx, func(tx *sqlx.Tx) error { return rb.apply(ctx, tx, batch) }); err != nil {
+			return err
+		}
+		rb.report("building", false)
+	}
+}
+
+// inTx runs fn in a transaction whose unqualified names are the new read
+// model's tables. A commit need not wait for the disk: a crash loses the
+// last batches with their checkpoint, and the next run applies them again.
+func (rb *rebuild) inTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
+	tx, err := rb.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL search_path TO `+rb.build+`; SET LOCAL synchronous_commit TO off`); err != nil {
+		return err
+	}
+	pos, id, applied := rb.pos, rb.eventID, rb.res.Applied
+	if err := fn(tx); err != nil {
+		rb.pos, rb.eventID, rb.res.Applied = pos, id, applied
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		rb.pos, rb.eventID, rb.res.Applied = pos, id, applied
+		return err
+	}
+	return nil
+}
+
+// apply applies batch to the new read model, inside tx, with its
+// checkpoint. Events the live projector parks (it cannot read or apply
+// them) are left out here too.
+func (rb *rebuild) apply(ctx context.Context, tx *sqlx.Tx, batch []*logged) error {
+	evs := make([]events.Event, 0, len(batch))
+	pos, id, bad := rb.pos, rb.eventID, 0
+	for _, l := range batch {
+		if l.seq <= pos {
+			continue
+		}
+		pos, id = l.seq, l.id
+		if l.err != nil {
+			bad++
+			continue
+		}
+		evs = append(evs, l.e)
+	}
+	if pos == rb.pos {
+		return nil
+	}
+	if len(evs) > 0 {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT batch`); err != nil {
+			return err
+		}
+		if err := rb.m.Apply(ctx, tx, evs); err != nil {
+			if !poisonous(err) {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT batch`); err != nil {
+				return err
+			}
+			poison, err := applyIsolated(ctx, tx, rb.m, evs)
+			if err != nil {
+				return err
+			}
+			bad += len(poison)
+		}
+	}
+	if bad > 0 {
+		rb.log.Warn("events left out, as the live projector parks them", "count", bad, "up_to", pos)
+	}
+	if err := writeCheckpoint(ctx, tx, rb.build+".projector_checkpoints", rb.m.Name(),
+		checkpoint{Seq: pos, Version: rb.m.Version(), StreamCreated: rb.created, EventID: id}); err != nil {
+		return err
+	}
+	rb.pos, rb.eventID = pos, id
+	rb.res.Applied += int64(len(evs))
+	return nil
+}
+
+// switchOver holds the live read model's writes (reads go on), brings the
+// new one to the live one's position, compares them, and switches them if
+// they agree or the switch is forced. It reports false when the live one
+// had moved too far ahead to catch up while holding its writes.
+func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
+	tables := rb.m.Tables()
+	live, build := make([]string, len(tables)), make([]string, len(tables))
+	for i, t := range tables {
+		live[i], build[i] = rb.live+"."+pq.QuoteIdentifier(t), rb.build+"."+pq.QuoteIdentifier(t)
+	}
+	tx, err := rb.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	// EXCLUSIVE lets queries read on, and makes a batch of the live
+	// projector wait: once granted, no batch is half done, and the live
+	// checkpoint is the live tables' position.
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE `+strings.Join(live, ", ")+` IN EXCLUSIVE MODE`); err != nil {
+		return false, err
+	}
+	lc, err := readCheckpoint(ctx, tx, rb.live+".projector_checkpoints", rb.m.Name())
+	if err != nil {
+		return false, err
+	}
+	final := lc
+	if rb.cfg.diverged {
+		final = checkpoint{Seq: rb.pos, EventID: rb.eventID}
+	}
+	if final.Seq < rb.pos {
+		return false, fmt.Errorf("the live read model (at %d) went back behind the new one (at %d)", final.Seq, rb.pos)
+	}
+	if final.Seq-rb.pos > uint64(rb.cfg.Batch) {
+		return false, nil // catch up without holding the live writes
+	}
+	pos, id, applied := rb.pos, rb.eventID, rb.res.Applied
+	undo := func() { rb.pos, rb.eventID, rb.res.Applied = pos, id, applied }
+	batch, err := rb.take(ctx, final.Seq, math.MaxInt, nil)
+	if err != nil {
+		undo()
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, `SET LOCAL search_path TO `+rb.build); err != nil {
+		return false, err
+	}
+	if err := rb.apply(ctx, tx, batch); err != nil {
+		undo()
+		return false, err
+	}
+	rb.res.Position = final.Seq
+	rb.report("comparing", true)
+	if rb.res.Diffs, err = rb.compare(ctx, tx, tables, live, build); err != nil {
+		undo()
+		return false, err
+	}
+	if len(rb.res.Diffs) > 0 && !rb.cfg.Force && !rb.cfg.diverged {
+		// Keep what was applied: the next run compares again from here.
+		if err := tx.Commit(); err != nil {
+			undo()
+			return false, err
+		}
+		rb.res.Elapsed = time.Since(rb.start)
+		rb.report("disagree", true)
+		return true, ErrDisagree
+	}
+	// Moving a table waits for the reads under way, and the reads that
+	// come meanwhile wait behind it: a long read makes the switch give up
+	// and try again rather than hold the others.
+	stmts := []string{`SET LOCAL lock_timeout = '2s'`, `CREATE SCHEMA ` + rb.retired}
+	for i := range tables {
+		stmts = append(stmts, `ALTER TABLE `+live[i]+` SET SCHEMA `+rb.retired)
+	}
+	for i := range tables {
+		stmts = append(stmts, `ALTER TABLE `+build[i]+` SET SCHEMA `+rb.live)
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			undo()
+			if pqErr := (*pq.Error)(nil); errors.As(err, &pqErr) && (pqErr.Code == "55P03" || pqErr.Code == "40P01") {
+				rb.unread(batch...)
+				rb.log.Info("switch waited too long for the live tables; trying again", "err", err)
+				return false, nil // lock_timeout or a deadlock: nothing done, try again
+			}
+			return false, fmt.Errorf("switch: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+rb.live+`.projector_checkpoints (name, seq, version, stream_created, event_id)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, version = EXCLUDED.version,
+			stream_created = EXCLUDED.stream_created, event_id = EXCLUDED.event_id, updated_at = now()`,
+		rb.m.Name(), final.Seq, rb.m.Version(), rb.created, final.EventID); err != nil {
+		undo()
+		return false, fmt.Errorf("switch: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		undo()
+		return false, fmt.Errorf("switch: %w", err)
+	}
+	rb.res.Switched, rb.res.Elapsed = true, time.Since(rb.start)
+	rb.report("switched", true)
+	// The old tables and the emptied schema: the next run drops them if
+	// this fails.
+	if _, err := rb.db.ExecContext(ctx, `DROP SCHEMA `+rb.retired+` CASCADE; DROP SCHEMA `+rb.build+` CASCADE`); err != nil {
+		rb.log.Warn("drop the replaced read model", "err", err)
+	}
+	return true, nil
+}
+
+// compare returns the rows each side holds that the other does not, table
+// by table (as multisets: a row twice on one side and once on the other
+// differs).
+func (rb *rebuild) compare(ctx context.Context, tx *sqlx.Tx, tables, live, build []string) ([]Diff, error) {
+	var diffs []Diff
+	for i, t := range tables {
+		for _, side := range []struct{ name, from, minus string }{{"live", live[i], build[i]}, {"rebuilt", build[i], live[i]}} {
+			rows, err := tx.QueryContext(ctx, `SELECT d::text, count(*) OVER () FROM (SELECT * FROM `+side.from+` EXCEPT ALL SELECT * FROM `+side.minus+`) d LIMIT $1`, rb.cfg.MaxDiffs)
+			if err != nil {
+				return nil, fmt.Errorf("compare %s: %w", t, err)
+			}
+			d := Diff{Table: t, Side: side.name}
+			for rows.Next() {
+				var row string
+				if err := rows.Scan(&row, &d.Rows); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				d.Sample = append(d.Sample, row)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, fmt.Errorf("compare %s: %w", t, err)
+			}
+			if d.Rows > 0 {
+				diffs = append(diffs, d)
+			}
+		}
+	}
+	return diffs, nil
+}
+
+// report tells cfg.Progress how the rebuild goes, at most every
+// ProgressEvery unless final.
+func (rb *rebuild) report(phase string, final bool) {
+	if rb.cfg.Progress == nil {
+		return
+	}
+	now := time.Now()
+	if !final && now.Sub(rb.reported) < rb.cfg.ProgressEvery {
+		return
+	}
+	rb.reported = now
+	p := Progress{Phase: phase, Applied: rb.res.Applied, Position: rb.pos, Remaining: rb.remain}
+	if s := now.Sub(rb.start).Seconds(); s > 0 {
+		p.Rate = float64(rb.res.Applied) / s
+	}
+	if p.Rate > 0 {
+		p.ETA = time.Duration(float64(p.Remaining) / p.Rate * float64(time.Second))
+	}
+	rb.cfg.Progress(p)
+}
