@@ -155,7 +155,7 @@ func TestClaims(t *testing.T) {
 	if err != nil || dead == nil || replay != nil {
 		t.Fatalf("first Begin: claim %v, replay %v, err %v", dead, replay, err)
 	}
-	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if _, _, err := s.Begin(short, "k", "req"); !errors.Is(err, ErrInProgress) {
 		t.Fatalf("retry during a fresh claim: %v, want ErrInProgress", err)
