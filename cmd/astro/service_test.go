@@ -35,6 +35,7 @@ import (
 	"astro/events"
 	"astro/events/natslog"
 	"astro/events/natsserver"
+	"astro/events/natstest"
 	"astro/projections/pgtest"
 )
 
@@ -315,21 +316,13 @@ func signWith(secret, user, ws string, nbf time.Time, ttl time.Duration) (string
 // logEvents reads every event of the given types from the log.
 func (s *service) logEvents(t testing.TB, types ...string) []events.Event {
 	t.Helper()
-	msgs, err := readLog(s.env["ASTRO_NATS_URL"])
+	all, err := natstest.ReadLog(t.Context(), s.connectNATS())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{}
-	for _, ty := range types {
-		want[ty] = true
-	}
 	var out []events.Event
-	for _, m := range msgs {
-		e, err := natslog.Decode(m.Subject, m.Header, m.Data, m.Seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(want) == 0 || want[e.Type] {
+	for _, e := range all {
+		if len(types) == 0 || slices.Contains(types, e.Type) {
 			out = append(out, e)
 		}
 	}

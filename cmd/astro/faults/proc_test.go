@@ -1,6 +1,6 @@
 //go:build faults
 
-package main
+package faults
 
 // The process harness of the fault suite: the service, NATS and PostgreSQL
 // each run as their own OS process, so that each can be killed with SIGKILL
@@ -29,23 +29,23 @@ import (
 	"astro/projections/pgserver"
 )
 
-// faultBinaries are the service and nats-server binaries the suite runs.
-type faultBinaries struct {
+// binaries are the service and nats-server binaries the suite runs.
+type binaries struct {
 	astro, nats string
 }
 
-// buildBinaries builds the service from this package and nats-server from
-// the module go.mod already requires, into dir.
-func buildFaultBinaries(t *testing.T, dir string) faultBinaries {
+// buildBinaries builds the service (cmd/astro) and nats-server, from the
+// module go.mod already requires, into dir.
+func buildBinaries(t *testing.T, dir string) binaries {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	bins := faultBinaries{astro: filepath.Join(dir, "astro"), nats: filepath.Join(dir, "nats-server")}
+	bins := binaries{astro: filepath.Join(dir, "astro"), nats: filepath.Join(dir, "nats-server")}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, b := range []struct{ out, pkg string }{{bins.astro, "."}, {bins.nats, "github.com/nats-io/nats-server/v2"}} {
+	for i, b := range []struct{ out, pkg string }{{bins.astro, "astro/cmd/astro"}, {bins.nats, "github.com/nats-io/nats-server/v2"}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -64,7 +64,7 @@ func buildFaultBinaries(t *testing.T, dir string) faultBinaries {
 
 // freePort asks the kernel for a port nobody listens on. The suite keeps it
 // for the whole scenario so that restarts come back on the same address.
-func faultFreePort(t testing.TB) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +76,7 @@ func faultFreePort(t testing.TB) int {
 
 // proc is a child process that can be started again after it stopped,
 // with its output appended to one log file across starts.
-type faultProc struct {
+type proc struct {
 	name    string
 	path    string
 	args    []string
@@ -94,10 +94,10 @@ type faultProc struct {
 // start launches the process. It is started from a goroutine locked to its
 // OS thread for the life of the child, so that the parent-death signal
 // (which follows the forking thread) only fires when the test binary dies.
-func (p *faultProc) start() error {
+func (p *proc) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil && !faultIsClosed(p.exited) {
+	if p.cmd != nil && !isClosed(p.exited) {
 		return fmt.Errorf("%s is already running", p.name)
 	}
 	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -136,7 +136,7 @@ func (p *faultProc) start() error {
 	return nil
 }
 
-func faultIsClosed(ch chan struct{}) bool {
+func isClosed(ch chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
@@ -146,17 +146,17 @@ func faultIsClosed(ch chan struct{}) bool {
 }
 
 // running reports whether the process is alive.
-func (p *faultProc) running() bool {
+func (p *proc) running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil && !faultIsClosed(p.exited)
+	return p.cmd != nil && !isClosed(p.exited)
 }
 
 // signal sends sig and waits up to timeout for the exit; past it, SIGKILL.
-func (p *faultProc) signal(sig syscall.Signal, timeout time.Duration) error {
+func (p *proc) signal(sig syscall.Signal, timeout time.Duration) error {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
-	if cmd == nil || faultIsClosed(exited) {
+	if cmd == nil || isClosed(exited) {
 		p.mu.Unlock()
 		return nil
 	}
@@ -176,27 +176,27 @@ func (p *faultProc) signal(sig syscall.Signal, timeout time.Duration) error {
 }
 
 // kill is kill -9, and waits for the exit.
-func (p *faultProc) kill() { _ = p.signal(syscall.SIGKILL, time.Minute) }
+func (p *proc) kill() { _ = p.signal(syscall.SIGKILL, time.Minute) }
 
 // term asks for a graceful stop.
-func (p *faultProc) term(timeout time.Duration) error { return p.signal(syscall.SIGTERM, timeout) }
+func (p *proc) term(timeout time.Duration) error { return p.signal(syscall.SIGTERM, timeout) }
 
 // exitErr is how the last run ended (nil: status 0).
-func (p *faultProc) exitErr() error {
+func (p *proc) exitErr() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.waitErr
 }
 
 // unexpectedExits lists the exits nobody asked for.
-func (p *faultProc) unexpectedExits() []string {
+func (p *proc) unexpectedExits() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.crashes...)
 }
 
 // logTail returns the last n lines of the process's output.
-func (p *faultProc) logTail(n int) string {
+func (p *proc) logTail(n int) string {
 	b, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return "(" + err.Error() + ")"
@@ -207,7 +207,7 @@ func (p *faultProc) logTail(n int) string {
 
 // childEnv is this process's environment without ASTRO_* settings, plus
 // extra: a developer's own settings must not leak into the suite.
-func faultChildEnv(extra map[string]string) []string {
+func childEnv(extra map[string]string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ASTRO_") {
@@ -221,23 +221,23 @@ func faultChildEnv(extra map[string]string) []string {
 }
 
 // natsNode is one nats-server process with JetStream.
-type faultNATSNode struct {
-	faultProc
+type natsNode struct {
+	proc
 	port, routePort int
 }
 
-func (n *faultNATSNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
+func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
 
 // startNATS starts count JetStream servers: one standalone server, or a
 // cluster on loopback when count > 1. It waits until JetStream answers on
 // every node.
-func startFaultNATS(t *testing.T, bin, dir string, count int) []*faultNATSNode {
+func startNATS(t *testing.T, bin, dir string, count int) []*natsNode {
 	t.Helper()
-	nodes := make([]*faultNATSNode, count)
+	nodes := make([]*natsNode, count)
 	for i := range nodes {
-		nodes[i] = &faultNATSNode{port: faultFreePort(t)}
+		nodes[i] = &natsNode{port: freePort(t)}
 		if count > 1 {
-			nodes[i].routePort = faultFreePort(t)
+			nodes[i].routePort = freePort(t)
 		}
 	}
 	for i, n := range nodes {
@@ -257,7 +257,7 @@ func startFaultNATS(t *testing.T, bin, dir string, count int) []*faultNATSNode {
 			args = append(args, "--cluster_name", "astro-faults", "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", n.routePort),
 				"--routes", strings.Join(routes, ","))
 		}
-		n.faultProc = faultProc{name: "nats-" + name, path: bin, args: args, env: faultChildEnv(nil), logPath: filepath.Join(dir, "nats-"+name+".log")}
+		n.proc = proc{name: "nats-" + name, path: bin, args: args, env: childEnv(nil), logPath: filepath.Join(dir, "nats-"+name+".log")}
 		if err := n.start(); err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +273,7 @@ func startFaultNATS(t *testing.T, bin, dir string, count int) []*faultNATSNode {
 
 // waitJetStream waits until the node accepts clients and JetStream answers
 // (in a cluster: once a meta leader is elected).
-func (n *faultNATSNode) waitJetStream(timeout time.Duration) error {
+func (n *natsNode) waitJetStream(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
@@ -297,7 +297,7 @@ func (n *faultNATSNode) waitJetStream(timeout time.Duration) error {
 	return fmt.Errorf("%s: JetStream not ready within %v: %v", n.name, timeout, last)
 }
 
-func faultNATSURLs(nodes []*faultNATSNode) string {
+func natsURLs(nodes []*natsNode) string {
 	urls := make([]string, len(nodes))
 	for i, n := range nodes {
 		urls[i] = n.url()
@@ -307,14 +307,14 @@ func faultNATSURLs(nodes []*faultNATSNode) string {
 
 // pgProc is the suite's PostgreSQL, a child process on a fixed port so
 // that its URL survives a restart.
-type faultPG struct {
+type pgProc struct {
 	mu  sync.Mutex
 	cfg pgserver.Config
 	srv *pgserver.Server
 	url string // of the "postgres" database
 }
 
-func startFaultPG(t *testing.T) *faultPG {
+func startPG(t *testing.T) *pgProc {
 	t.Helper()
 	// The server runs as the postgres user when we are root: it must be
 	// able to reach its directory, which t.TempDir (0700) does not allow.
@@ -325,7 +325,7 @@ func startFaultPG(t *testing.T) *faultPG {
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := &faultPG{cfg: pgserver.Config{DataDir: filepath.Join(root, "data"), Port: faultFreePort(t), NoSync: true}}
+	p := &pgProc{cfg: pgserver.Config{DataDir: filepath.Join(root, "data"), Port: freePort(t), NoSync: true}}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -338,7 +338,7 @@ func startFaultPG(t *testing.T) *faultPG {
 	return p
 }
 
-func (p *faultPG) start(ctx context.Context) error {
+func (p *pgProc) start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	srv, err := pgserver.Start(ctx, p.cfg)
@@ -349,7 +349,7 @@ func (p *faultPG) start(ctx context.Context) error {
 	return nil
 }
 
-func (p *faultPG) stop(ctx context.Context) error {
+func (p *pgProc) stop(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.srv == nil {
@@ -361,14 +361,14 @@ func (p *faultPG) stop(ctx context.Context) error {
 }
 
 // dbURL is the URL of database name on the server.
-func (p *faultPG) dbURL(name string) string {
+func (p *pgProc) dbURL(name string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Replace(p.url, "/postgres?", "/"+name+"?", 1)
 }
 
 // createDB creates an empty database.
-func (p *faultPG) createDB(t *testing.T, name string) string {
+func (p *pgProc) createDB(t *testing.T, name string) string {
 	t.Helper()
 	db, err := sqlx.Open("postgres", p.dbURL("postgres"))
 	if err != nil {
@@ -382,34 +382,36 @@ func (p *faultPG) createDB(t *testing.T, name string) string {
 }
 
 // astroProc is the service as its own process, on a fixed HTTP address.
-type faultAstro struct {
-	faultProc
-	addr string
-	base string
+type astroProc struct {
+	proc
+	addr    string
+	base    string
+	dataDir string
 }
 
-func newFaultAstro(bin, dir string, port int, env map[string]string) *faultAstro {
+func newAstro(bin, dir string, port int, env map[string]string) *astroProc {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	dataDir := filepath.Join(dir, "astro-data")
 	full := map[string]string{
 		"ASTRO_HTTP_ADDR":  addr,
-		"ASTRO_DATA_DIR":   filepath.Join(dir, "astro-data"),
-		"ASTRO_JWT_SECRET": testSecret,
+		"ASTRO_DATA_DIR":   dataDir,
+		"ASTRO_JWT_SECRET": secret,
 		"ASTRO_LOG_LEVEL":  "warn",
 	}
 	for k, v := range env {
 		full[k] = v
 	}
-	return &faultAstro{
-		faultProc: faultProc{name: "astro", path: bin, env: faultChildEnv(full), logPath: filepath.Join(dir, "astro.log")},
-		addr:      addr, base: "http://" + addr,
+	return &astroProc{
+		proc: proc{name: "astro", path: bin, env: childEnv(full), logPath: filepath.Join(dir, "astro.log")},
+		addr: addr, base: "http://" + addr, dataDir: dataDir,
 	}
 }
 
-var faultProbeHTTP = &http.Client{Timeout: 2 * time.Second}
+var probeHTTP = &http.Client{Timeout: 2 * time.Second}
 
 // ready reports whether /readyz answers 200.
-func (a *faultAstro) ready() bool {
-	resp, err := faultProbeHTTP.Get(a.base + "/readyz")
+func (a *astroProc) ready() bool {
+	resp, err := probeHTTP.Get(a.base + "/readyz")
 	if err != nil {
 		return false
 	}
@@ -419,7 +421,7 @@ func (a *faultAstro) ready() bool {
 
 // waitReady waits until /readyz answers 200, failing early when the
 // process exits.
-func (a *faultAstro) waitReady(timeout time.Duration) error {
+func (a *astroProc) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if !a.running() {

@@ -1,6 +1,6 @@
 //go:build faults
 
-package main
+package faults
 
 // The load client of the fault suite: a few workers send a sustained mix of
 // writes and reads, and a ledger records every write and how it ended.
@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -45,23 +46,23 @@ const (
 )
 
 // markerKinds produce exactly one event carrying the command's marker.
-var faultMarkerKinds = []string{kSend, kProbe, kHoliday, kRename, kResource}
+var markerKinds = []string{kSend, kProbe, kHoliday, kRename, kResource}
 
-type faultOutcome int
+type outcome int
 
 const (
-	cmdPending  faultOutcome = iota
-	cmdAcked                 // 2xx
-	cmdRejected              // answered with a final 4xx
-	cmdGaveUp                // no final answer before the deadline
+	cmdPending  outcome = iota
+	cmdAcked            // 2xx
+	cmdRejected         // answered with a final 4xx
+	cmdGaveUp           // no final answer before the deadline
 )
 
-func (o faultOutcome) String() string {
+func (o outcome) String() string {
 	return [...]string{"pending", "acked", "rejected", "gave up"}[o]
 }
 
 // command is one write as the client saw it.
-type faultCommand struct {
+type command struct {
 	N      int
 	Kind   string
 	User   string // who calls
@@ -81,14 +82,14 @@ type faultCommand struct {
 	Transport  int
 	InProgress int // attempts answered 409 "still in progress" (idempotency claim held)
 	Replayed   int // answers marked Idempotent-Replayed
-	Outcome    faultOutcome
+	Outcome    outcome
 	Status     int    // last HTTP status, 0 if none
 	Answer     string // body of a final non-2xx answer, or the last error
 	RespID     string // the id the answer carried (sent notification, created holiday)
 }
 
 // loadClient drives the service at one fixed address.
-type faultClient struct {
+type loadClient struct {
 	base     string
 	ws       string
 	prefix   string // of markers, unique per scenario
@@ -105,15 +106,15 @@ type faultClient struct {
 	workers sync.WaitGroup // workers and background retries
 
 	mu       sync.Mutex
-	ledger   []*faultCommand
+	ledger   []*command
 	inbox    map[string][]string // acknowledged, not knowingly deleted notification ids per user
 	holidays []string            // acknowledged holiday ids
 	readsOK  int
 	readsBad map[string]int // failed reads by status
 }
 
-func newFaultClient(t *testing.T, base, ws, prefix string) *faultClient {
-	c := &faultClient{
+func newClient(t *testing.T, base, ws, prefix string) *loadClient {
+	c := &loadClient{
 		base: base, ws: ws, prefix: prefix,
 		users:    []string{"u0", "u1", "u2", "u3"},
 		senders:  []string{"svc0", "svc1", "svc2", "svc3"},
@@ -131,7 +132,7 @@ func newFaultClient(t *testing.T, base, ws, prefix string) *faultClient {
 		if slices.Contains(c.senders, u) || u == "prober" {
 			scopes = []string{"notifications:send", "resources:write"}
 		}
-		tok, err := auth.Sign([]byte(testSecret), auth.Claims{UserID: u, WorkspaceID: ws, Scopes: scopes}, time.Now(), 2*time.Hour)
+		tok, err := auth.Sign([]byte(secret), auth.Claims{UserID: u, WorkspaceID: ws, Scopes: scopes}, time.Now(), 2*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,9 +142,9 @@ func newFaultClient(t *testing.T, base, ws, prefix string) *faultClient {
 }
 
 // newCommand registers a write in the ledger.
-func (c *faultClient) newCommand(kind, user, target, method, path string, body func(marker string) any) *faultCommand {
+func (c *loadClient) newCommand(kind, user, target, method, path string, body func(marker string) any) *command {
 	n := int(c.n.Add(1))
-	cmd := &faultCommand{N: n, Kind: kind, User: user, Target: target, Method: method, Path: path,
+	cmd := &command{N: n, Kind: kind, User: user, Target: target, Method: method, Path: path,
 		Key: fmt.Sprintf("%s-key-%06d", c.prefix, n)}
 	if body != nil {
 		cmd.Marker = fmt.Sprintf("%s-%06d", c.prefix, n)
@@ -157,7 +158,7 @@ func (c *faultClient) newCommand(kind, user, target, method, path string, body f
 }
 
 // attempt sends cmd once and reports whether it is decided.
-func (c *faultClient) attempt(cmd *faultCommand, hc *http.Client) bool {
+func (c *loadClient) attempt(cmd *command, hc *http.Client) bool {
 	cmd.Attempts++
 	var rd io.Reader
 	if cmd.Body != nil {
@@ -199,18 +200,24 @@ func (c *faultClient) attempt(cmd *faultCommand, hc *http.Client) bool {
 		cmd.RespID, cmd.Outcome, cmd.Answer = env.Data.ID, cmdAcked, ""
 		return true
 	case s >= 500, s == http.StatusTooManyRequests, s == http.StatusConflict:
-		cmd.Answer = faultTruncate(string(raw), 300)
+		cmd.Answer = truncate(string(raw), 300)
 		if s == http.StatusConflict && strings.Contains(cmd.Answer, "in progress") {
 			cmd.InProgress++
 		}
 		return false
 	default:
-		cmd.Outcome, cmd.Answer = cmdRejected, faultTruncate(string(raw), 300)
+		cmd.Outcome, cmd.Answer = cmdRejected, truncate(string(raw), 300)
 		return true
 	}
 }
 
-func faultTruncate(s string, n int) string {
+// uuidOf is the UUID that stands for the sender or resource called name:
+// the API names users and resources by UUID.
+func uuidOf(name string) string {
+	return fmt.Sprintf("%08x-0000-4000-8000-000000000000", crc32.ChecksumIEEE([]byte(name)))
+}
+
+func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "…"
 	}
@@ -218,7 +225,7 @@ func faultTruncate(s string, n int) string {
 }
 
 // backoff is the pause before retry number attempt (1-based), with jitter.
-func faultBackoff(attempt int) time.Duration {
+func backoff(attempt int) time.Duration {
 	d := 50 * time.Millisecond << min(attempt, 5)
 	d = min(d, time.Second)
 	return d/2 + rand.N(d/2+1)
@@ -226,7 +233,7 @@ func faultBackoff(attempt int) time.Duration {
 
 // run sends cmd; a write that needs retrying is handed to a goroutine of
 // its own so that the worker goes on sending, as many clients would.
-func (c *faultClient) run(cmd *faultCommand) {
+func (c *loadClient) run(cmd *command) {
 	cmd.Start = time.Now()
 	if c.attempt(cmd, c.http) {
 		c.finish(cmd)
@@ -238,11 +245,11 @@ func (c *faultClient) run(cmd *faultCommand) {
 		c.retry(cmd, c.http)
 	}()
 	// A client whose request failed slows down a little before its next.
-	time.Sleep(faultBackoff(1))
+	time.Sleep(backoff(1))
 }
 
 // runSync sends cmd and retries it until it is decided.
-func (c *faultClient) runSync(cmd *faultCommand, hc *http.Client) {
+func (c *loadClient) runSync(cmd *command, hc *http.Client) {
 	cmd.Start = time.Now()
 	if !c.attempt(cmd, hc) {
 		c.retry(cmd, hc)
@@ -251,9 +258,9 @@ func (c *faultClient) runSync(cmd *faultCommand, hc *http.Client) {
 	c.finish(cmd)
 }
 
-func (c *faultClient) retry(cmd *faultCommand, hc *http.Client) {
+func (c *loadClient) retry(cmd *command, hc *http.Client) {
 	for {
-		time.Sleep(faultBackoff(cmd.Attempts))
+		time.Sleep(backoff(cmd.Attempts))
 		if c.attempt(cmd, hc) {
 			c.finish(cmd)
 			return
@@ -267,7 +274,7 @@ func (c *faultClient) retry(cmd *faultCommand, hc *http.Client) {
 }
 
 // finish records what a decided command means for later commands.
-func (c *faultClient) finish(cmd *faultCommand) {
+func (c *loadClient) finish(cmd *command) {
 	cmd.End = time.Now()
 	if cmd.Outcome != cmdAcked {
 		return
@@ -290,7 +297,7 @@ func (c *faultClient) finish(cmd *faultCommand) {
 
 // pickNotification returns a known notification of user, removing it from
 // the known set when take is set (a delete).
-func (c *faultClient) pickNotification(rng *rand.Rand, user string, take bool) (string, bool) {
+func (c *loadClient) pickNotification(rng *rand.Rand, user string, take bool) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ids := c.inbox[user]
@@ -306,7 +313,7 @@ func (c *faultClient) pickNotification(rng *rand.Rand, user string, take bool) (
 	return id, true
 }
 
-func (c *faultClient) pickHoliday(rng *rand.Rand) (string, bool) {
+func (c *loadClient) pickHoliday(rng *rand.Rand) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.holidays) == 0 {
@@ -316,15 +323,15 @@ func (c *faultClient) pickHoliday(rng *rand.Rand) (string, bool) {
 }
 
 // send builds a notification send to recipient.
-func (c *faultClient) send(kind, caller, recipient string) *faultCommand {
+func (c *loadClient) send(kind, caller, recipient string) *command {
 	return c.newCommand(kind, caller, recipient, "POST", "/api/data/notifications", func(m string) any {
-		return map[string]any{"recipientId": recipient, "senderId": idOf(caller), "notificationType": "load.test",
+		return map[string]any{"recipientId": recipient, "senderId": uuidOf(caller), "notificationType": "load.test",
 			"subject": "load " + m, "message": "fault suite", "data": map[string]any{"taskName": m}}
 	})
 }
 
 // step sends one operation of the mix.
-func (c *faultClient) step(rng *rand.Rand) {
+func (c *loadClient) step(rng *rand.Rand) {
 	user := c.users[rng.IntN(len(c.users))]
 	sender := c.senders[rng.IntN(len(c.senders))]
 	const base = "/api/data/notifications"
@@ -361,7 +368,7 @@ func (c *faultClient) step(rng *rand.Rand) {
 			case 1:
 				return map[string]any{"reason": "hol " + m, "type": "country", "dateFrom": day, "dateTo": day, "countryId": []string{"GB"}}
 			default:
-				return map[string]any{"reason": "hol " + m, "type": "people", "dateFrom": day, "dateTo": day, "resources": []string{idOf("r0"), idOf("r1")}}
+				return map[string]any{"reason": "hol " + m, "type": "people", "dateFrom": day, "dateTo": day, "resources": []string{uuidOf("r0"), uuidOf("r1")}}
 			}
 		}))
 	case p < 93:
@@ -371,7 +378,7 @@ func (c *faultClient) step(rng *rand.Rand) {
 			}))
 		}
 	default:
-		r := idOf(fmt.Sprintf("r%d", rng.IntN(5)))
+		r := uuidOf(fmt.Sprintf("r%d", rng.IntN(5)))
 		c.run(c.newCommand(kResource, sender, r, "PUT", "/api/data/resources/"+r, func(m string) any {
 			return map[string]any{"name": "res " + m, "countryCode": []string{"GB", "DE", "FR"}[rng.IntN(3)], "isActive": true, "isGuest": false}
 		}))
@@ -379,7 +386,7 @@ func (c *faultClient) step(rng *rand.Rand) {
 }
 
 // read sends one query; reads are counted, not retried.
-func (c *faultClient) read(rng *rand.Rand, user string) {
+func (c *loadClient) read(rng *rand.Rand, user string) {
 	path := "/api/data/notifications?asFlatList=true"
 	switch rng.IntN(4) {
 	case 1:
@@ -410,7 +417,7 @@ func (c *faultClient) read(rng *rand.Rand, user string) {
 
 // fillInbox sends n notifications to recipient with a few concurrent
 // senders, each retried until decided.
-func (c *faultClient) fillInbox(recipient string, n int) {
+func (c *loadClient) fillInbox(recipient string, n int) {
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for i := range 8 {
@@ -426,7 +433,7 @@ func (c *faultClient) fillInbox(recipient string, n int) {
 }
 
 // startWorkers runs n workers until stopLoad.
-func (c *faultClient) startWorkers(n int) {
+func (c *loadClient) startWorkers(n int) {
 	for i := range n {
 		c.workers.Add(1)
 		go func() {
@@ -440,29 +447,29 @@ func (c *faultClient) startWorkers(n int) {
 }
 
 // stopLoad stops the workers and waits for every retry to be decided.
-func (c *faultClient) stopLoad() {
+func (c *loadClient) stopLoad() {
 	c.stop.Store(true)
 	c.workers.Wait()
 }
 
-var faultProbeWriteHTTP = &http.Client{Timeout: 5 * time.Second}
+var probeWriteHTTP = &http.Client{Timeout: 5 * time.Second}
 
 // probeWrite sends a notification and retries it until acknowledged: the
 // "a write succeeds" half of recovery.
-func (c *faultClient) probeWrite() *faultCommand {
+func (c *loadClient) probeWrite() *command {
 	cmd := c.send(kProbe, "prober", "probe-inbox")
-	c.runSync(cmd, faultProbeWriteHTTP)
+	c.runSync(cmd, probeWriteHTTP)
 	return cmd
 }
 
 // visible waits until the probe notification id is listed in the probe
 // inbox, that is, until the read model reflects the write.
-func (c *faultClient) visible(id string, timeout time.Duration) bool {
+func (c *loadClient) visible(id string, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		req, _ := http.NewRequest("GET", c.base+"/api/data/notifications?asFlatList=true", nil)
 		req.Header.Set("Authorization", "Bearer "+c.tokens["probe-inbox"])
-		if resp, err := faultProbeWriteHTTP.Do(req); err == nil {
+		if resp, err := probeWriteHTTP.Do(req); err == nil {
 			raw, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && bytes.Contains(raw, []byte(`"`+id+`"`)) {
@@ -475,14 +482,14 @@ func (c *faultClient) visible(id string, timeout time.Duration) bool {
 }
 
 // commands returns the ledger; call it after stopLoad.
-func (c *faultClient) commands() []*faultCommand {
+func (c *loadClient) commands() []*command {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.ledger)
 }
 
-// summary counts the ledger's outcomes.
-func faultSummarize(cmds []*faultCommand) (sent, ack, rej, gave int, byKind map[string][4]int) {
+// summarize counts the ledger's outcomes.
+func summarize(cmds []*command) (sent, ack, rej, gave int, byKind map[string][4]int) {
 	byKind = map[string][4]int{}
 	for _, c := range cmds {
 		sent++
@@ -501,7 +508,7 @@ func faultSummarize(cmds []*faultCommand) (sent, ack, rej, gave int, byKind map[
 	return
 }
 
-func faultKindCounts(byKind map[string][4]int) string {
+func kindCounts(byKind map[string][4]int) string {
 	var parts []string
 	for _, k := range []string{kSend, kProbe, kHoliday, kRename, kResource, kDelete, kMarkRead, kMarkUnread, kMarkAll, kDeleteAll} {
 		v := byKind[k]

@@ -1,6 +1,12 @@
 //go:build faults
 
-package main
+// Package faults is Astro's fault-injection suite: it owns the tests that
+// run the service, NATS and PostgreSQL as processes, break them while a
+// load runs, and check that no acknowledged write was lost or doubled. It
+// has no code outside its tests and runs behind the faults build tag:
+//
+//	go test -tags faults -run Faults -v ./cmd/astro/faults/
+package faults
 
 // TestFaults runs the service as its own process against NATS and
 // PostgreSQL as their own processes, drives a sustained mixed write load
@@ -14,7 +20,7 @@ package main
 //     service is killed and restarted on the degraded cluster.
 //
 // Every write carries a unique Idempotency-Key and is retried with it (see
-// faults_load_test.go). After each scenario it checks that every
+// load_test.go). After each scenario it checks that every
 // acknowledged command is in the log exactly once, that no event exists
 // that no command asked for (markers, and each aggregate's history replayed
 // from the log: an event decided on a wrong state counts as inconsistent),
@@ -25,7 +31,7 @@ package main
 //
 // It runs behind the faults build tag, since it takes minutes:
 //
-//	go test -tags faults -run Faults -v ./cmd/astro/
+//	go test -tags faults -run Faults -v ./cmd/astro/faults/
 //
 // It needs nothing beyond what the default suite needs (Go, the PostgreSQL
 // binaries): the service and nats-server binaries are built from this
@@ -35,6 +41,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -45,21 +52,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// faultWorkers is how many workers send commands at once.
-const faultWorkers = 4
+// workers is how many workers send commands at once.
+const workers = 4
 
-type faultScenario struct {
+// secret signs the suite's tokens; the service gets it as
+// ASTRO_JWT_SECRET when the suite starts it.
+const secret = "faults-secret-faults-secret-faults-secret-0123"
+
+type scenario struct {
 	id, title string
 	natsNodes int
 	// fullInbox, when set, fills one recipient's inbox to the cap before
 	// the load, so that sends to it append an overflow delete as well.
 	fullInbox bool
 	load      time.Duration
-	inject    func(fx *faultCtx)
+	inject    func(fx *scenarioCtx)
 }
 
 // recovery is how long the service took to come back after one fault.
-type faultRecovery struct {
+type recovery struct {
 	what                  string
 	ready, write, visible time.Duration // /readyz 200 again; a write acknowledged; the write in its read model
 }
@@ -73,26 +84,26 @@ type scenarioResult struct {
 	unexpected                                  int
 	events                                      int
 	readModel                                   string
-	recoveries                                  []faultRecovery
+	recoveries                                  []recovery
 	elapsed                                     time.Duration
 }
 
-type faultCtx struct {
+type scenarioCtx struct {
 	t     *testing.T
 	start time.Time
-	svc   *faultAstro
-	nodes []*faultNATSNode
-	pg    *faultPG
-	lc    *faultClient
+	svc   *astroProc
+	nodes []*natsNode
+	pg    *pgProc
+	lc    *loadClient
 	res   *scenarioResult
 }
 
 // at sleeps until d into the load.
-func (fx *faultCtx) at(d time.Duration) { time.Sleep(time.Until(fx.start.Add(d))) }
+func (fx *scenarioCtx) at(d time.Duration) { time.Sleep(time.Until(fx.start.Add(d))) }
 
 // recovered measures from t0 until /readyz answers 200 and then a write is
 // acknowledged.
-func (fx *faultCtx) recovered(what string, t0 time.Time) {
+func (fx *scenarioCtx) recovered(what string, t0 time.Time) {
 	fx.t.Helper()
 	deadline := t0.Add(90 * time.Second)
 	for !fx.svc.ready() {
@@ -113,7 +124,7 @@ func (fx *faultCtx) recovered(what string, t0 time.Time) {
 			what, ready.Round(time.Millisecond), cmd.Outcome, cmd.Attempts, cmd.Status, cmd.Answer)
 		return
 	}
-	rec := faultRecovery{what: what, ready: ready, write: cmd.End.Sub(t0)}
+	rec := recovery{what: what, ready: ready, write: cmd.End.Sub(t0)}
 	if !fx.lc.visible(cmd.RespID, 60*time.Second) {
 		fx.t.Errorf("NO RECOVERY after %s: the probe write %s was acknowledged but is not in the read model 60s later", what, cmd.RespID)
 	}
@@ -121,11 +132,11 @@ func (fx *faultCtx) recovered(what string, t0 time.Time) {
 	fx.res.recoveries = append(fx.res.recoveries, rec)
 }
 
-func faultScenarios() []faultScenario {
-	return []faultScenario{
+func scenarios() []scenario {
+	return []scenario{
 		{
 			id: "kill9", title: "service kill -9 x4", natsNodes: 1, fullInbox: true, load: 16 * time.Second,
-			inject: func(fx *faultCtx) {
+			inject: func(fx *scenarioCtx) {
 				for i, at := range []time.Duration{3 * time.Second, 6500 * time.Millisecond, 10 * time.Second, 13500 * time.Millisecond} {
 					fx.at(at)
 					fx.svc.kill()
@@ -139,7 +150,7 @@ func faultScenarios() []faultScenario {
 		},
 		{
 			id: "natsrestart", title: "NATS kill -9 + restart", natsNodes: 1, fullInbox: true, load: 12 * time.Second,
-			inject: func(fx *faultCtx) {
+			inject: func(fx *scenarioCtx) {
 				fx.at(4 * time.Second)
 				n := fx.nodes[0]
 				n.kill()
@@ -156,7 +167,7 @@ func faultScenarios() []faultScenario {
 		},
 		{
 			id: "pgrestart", title: "PostgreSQL restart", natsNodes: 1, fullInbox: true, load: 12 * time.Second,
-			inject: func(fx *faultCtx) {
+			inject: func(fx *scenarioCtx) {
 				fx.at(4 * time.Second)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
@@ -173,13 +184,13 @@ func faultScenarios() []faultScenario {
 		},
 		{
 			id: "cluster", title: "R3 cluster: leader+svc -9", natsNodes: 3, load: 12 * time.Second,
-			inject: func(fx *faultCtx) {
+			inject: func(fx *scenarioCtx) {
 				fx.at(4 * time.Second)
-				leader, err := faultStreamLeader(faultNATSURLs(fx.nodes))
+				leader, err := streamLeader(natsURLs(fx.nodes))
 				if err != nil {
 					fx.t.Fatalf("find the stream leader: %v", err)
 				}
-				var victim *faultNATSNode
+				var victim *natsNode
 				for _, n := range fx.nodes {
 					if n.name == "nats-"+leader {
 						victim = n
@@ -204,7 +215,7 @@ func faultScenarios() []faultScenario {
 }
 
 // streamLeader names the server leading the event stream.
-func faultStreamLeader(urls string) (string, error) {
+func streamLeader(urls string) (string, error) {
 	nc, err := nats.Connect(urls, nats.Timeout(5*time.Second))
 	if err != nil {
 		return "", err
@@ -216,7 +227,7 @@ func faultStreamLeader(urls string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, faultStream)
+	s, err := js.Stream(ctx, streamName)
 	if err != nil {
 		return "", err
 	}
@@ -225,33 +236,33 @@ func faultStreamLeader(urls string) (string, error) {
 		return "", err
 	}
 	if info.Cluster == nil || info.Cluster.Leader == "" {
-		return "", fmt.Errorf("stream %s has no leader: %+v", faultStream, info.Cluster)
+		return "", fmt.Errorf("stream %s has no leader: %+v", streamName, info.Cluster)
 	}
 	if len(info.Cluster.Replicas)+1 != 3 {
-		return "", fmt.Errorf("stream %s has %d replicas besides the leader, want 2 (R3)", faultStream, len(info.Cluster.Replicas))
+		return "", fmt.Errorf("stream %s has %d replicas besides the leader, want 2 (R3)", streamName, len(info.Cluster.Replicas))
 	}
 	return info.Cluster.Leader, nil
 }
 
 func TestFaults(t *testing.T) {
 	began := time.Now()
-	bins := buildFaultBinaries(t, t.TempDir())
+	bins := buildBinaries(t, t.TempDir())
 	t.Logf("built the service and nats-server in %v", time.Since(began).Round(time.Millisecond))
-	pg := startFaultPG(t)
+	pg := startPG(t)
 
 	var results []*scenarioResult
-	for _, sc := range faultScenarios() {
+	for _, sc := range scenarios() {
 		res := &scenarioResult{title: sc.title}
 		results = append(results, res)
 		t.Run(sc.id, func(t *testing.T) {
 			start := time.Now()
 			defer func() { res.elapsed = time.Since(start) }()
-			runFaultScenario(t, bins, pg, sc, res)
+			runScenario(t, bins, pg, sc, res)
 		})
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nFault suite: %d workers, took %v\n", faultWorkers, time.Since(began).Round(time.Second))
+	fmt.Fprintf(&b, "\nFault suite: %d workers, took %v\n", workers, time.Since(began).Round(time.Second))
 	fmt.Fprintf(&b, "%-27s %6s %6s %5s %4s %6s %6s %5s %5s %13s %6s %-9s %s\n",
 		"scenario", "sent", "acked", "lost", "dup", "unaskd", "incons", "misrp", "gave", "retried(ambg)", "events", "readmodel", "recovery s: ready/write acked/visible")
 	for _, r := range results {
@@ -271,10 +282,10 @@ func TestFaults(t *testing.T) {
 	fmt.Print(b.String())
 }
 
-func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultScenario, res *scenarioResult) {
+func runScenario(t *testing.T, bins binaries, pg *pgProc, sc scenario, res *scenarioResult) {
 	dir := t.TempDir()
-	nodes := startFaultNATS(t, bins.nats, dir, sc.natsNodes)
-	urls := faultNATSURLs(nodes)
+	nodes := startNATS(t, bins.nats, dir, sc.natsNodes)
+	urls := natsURLs(nodes)
 	svcDB := pg.createDB(t, "svc_"+sc.id)
 	// Rate limiting is off: the suite is about faults, and 429s would make
 	// most retries about the limiter instead (the client retries them).
@@ -282,7 +293,7 @@ func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultSce
 	if sc.natsNodes > 1 {
 		env["ASTRO_STREAM_REPLICAS"] = fmt.Sprint(sc.natsNodes)
 	}
-	svc := newFaultAstro(bins.astro, dir, faultFreePort(t), env)
+	svc := newAstro(bins.astro, dir, freePort(t), env)
 	if err := svc.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +301,7 @@ func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultSce
 	if err := svc.waitReady(90 * time.Second); err != nil {
 		t.Fatalf("faults: %v; service log ends:\n%s", err, svc.logTail(40))
 	}
-	lc := newFaultClient(t, svc.base, "ws_"+sc.id, sc.id)
+	lc := newClient(t, svc.base, "ws_"+sc.id, sc.id)
 	t.Cleanup(func() { lc.abort.Store(true); lc.stopLoad() })
 	if c := lc.probeWrite(); c.Outcome != cmdAcked {
 		t.Fatalf("faults: the first write was %s: HTTP %d %s", c.Outcome, c.Status, c.Answer)
@@ -302,8 +313,8 @@ func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultSce
 		t.Logf("filled the inbox of %s to the cap in %v", lc.full, time.Since(began).Round(100*time.Millisecond))
 	}
 
-	fx := &faultCtx{t: t, start: time.Now(), svc: svc, nodes: nodes, pg: pg, lc: lc, res: res}
-	lc.startWorkers(faultWorkers)
+	fx := &scenarioCtx{t: t, start: time.Now(), svc: svc, nodes: nodes, pg: pg, lc: lc, res: res}
+	lc.startWorkers(workers)
 	sc.inject(fx)
 	fx.at(sc.load)
 	lc.stopLoad()
@@ -316,7 +327,7 @@ func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultSce
 	}
 
 	cmds := lc.commands()
-	sent, ack, rej, gave, byKind := faultSummarize(cmds)
+	sent, ack, rej, gave, byKind := summarize(cmds)
 	res.sent, res.cmdAcked, res.cmdRejected, res.cmdGaveUp = sent, ack, rej, gave
 	var maxLatency, maxInProgress time.Duration
 	inProgress := 0
@@ -341,22 +352,19 @@ func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultSce
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	log, note, err := faultReadLog(ctx, urls)
+	log, err := readLog(ctx, urls)
 	if err != nil {
 		t.Fatalf("faults: read the log: %v", err)
 	}
-	if note != "" {
-		t.Logf("reading the log: %s", note)
-	}
-	v := faultCheckLog("ws_"+sc.id, log, cmds)
-	inconsistent := faultCheckInvariants(log)
+	v := checkLog("ws_"+sc.id, log, cmds)
+	inconsistent := checkInvariants(log)
 	v.Problems = append(v.Problems, inconsistent...)
 	res.events, res.lost, res.dup, res.unasked, res.misreport, res.unexpected = v.Events, v.Lost, v.Duplicated, v.Unasked, v.Misreported, v.Unexpected
 	res.inconsistent = len(inconsistent)
 
 	// The read models must catch up with the log by themselves.
 	phase := time.Now()
-	if err := faultWaitCheckpoints(ctx, svcDB, v.Targets, 60*time.Second); err != nil {
+	if err := waitCheckpoints(ctx, svcDB, v.Targets, 60*time.Second); err != nil {
 		t.Errorf("read models stuck: %v", err)
 	}
 	caughtUp := time.Since(phase)
@@ -366,27 +374,34 @@ func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultSce
 	} else if err := svc.exitErr(); err != nil {
 		t.Errorf("graceful stop: the service exited with %v; log ends:\n%s", err, svc.logTail(10))
 	}
-	got, err := faultDump(ctx, svcDB)
+	got, err := dumpReadModels(ctx, svcDB)
 	if err != nil {
 		t.Fatalf("faults: %v", err)
 	}
 	stopped := time.Since(phase)
 	phase = time.Now()
 	rebuildDB := pg.createDB(t, "rebuild_"+sc.id)
-	var rebuildLog syncBuffer
-	if err := faultRebuild(ctx, urls, rebuildDB, v.Targets, &rebuildLog); err != nil {
-		t.Fatalf("faults: rebuild the read models: %v\n%s", err, rebuildLog.String())
+	// The rebuild's projectors log to a file: they may still write when a
+	// failed rebuild returns.
+	rebuildLog, err := os.Create(filepath.Join(dir, "rebuild.log"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	want, err := faultDump(ctx, rebuildDB)
+	defer rebuildLog.Close()
+	logged := func() string { b, _ := os.ReadFile(rebuildLog.Name()); return string(b) }
+	if err := rebuild(ctx, urls, rebuildDB, v.Targets, rebuildLog); err != nil {
+		t.Fatalf("faults: rebuild the read models: %v\n%s", err, logged())
+	}
+	want, err := dumpReadModels(ctx, rebuildDB)
 	if err != nil {
 		t.Fatalf("faults: %v", err)
 	}
 	rebuilt := time.Since(phase)
 	if rebuilt > 10*time.Second {
-		t.Logf("the rebuild was slow; its projectors logged:\n%s", rebuildLog.String())
+		t.Logf("the rebuild was slow; its projectors logged:\n%s", logged())
 	}
 	t.Logf("read models caught up in %v; graceful stop took %v; rebuild took %v", caughtUp.Round(time.Millisecond), stopped.Round(time.Millisecond), rebuilt.Round(time.Millisecond))
-	diff, diffRows := faultCompare(got, want)
+	diff, diffRows := compareReadModels(got, want)
 	res.readModel = "equal"
 	if diff != "" {
 		res.readModel = "DIFFERS"
@@ -409,8 +424,8 @@ func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultSce
 		"%d reads ok, failed by status %s; %d events in the log; read models %s (%d rows); load %v, checks %v\n  %s\n  recoveries: %s",
 		sc.title, sent, ack, res.retried, res.ambiguous, rej, gave, maxLatency.Round(time.Millisecond), inProgress, maxInProgress.Round(time.Millisecond),
 		readsOK, readsBad, v.Events, res.readModel, rows, sc.load, time.Since(loadDone).Round(100*time.Millisecond),
-		faultKindCounts(byKind), strings.Join(recs, "; "))
-	if s := faultErrorSummary(svc.logPath); s != "" {
+		kindCounts(byKind), strings.Join(recs, "; "))
+	if s := errorSummary(svc.logPath); s != "" {
 		t.Logf("service log (%s) warnings and errors, by message:\n%s", svc.logPath, s)
 	}
 	var crashes []string
@@ -428,10 +443,10 @@ func runFaultScenario(t *testing.T, bins faultBinaries, pg *faultPG, sc faultSce
 	}
 }
 
-var faultLogMsg = regexp.MustCompile(`level=(WARN|ERROR) msg=("(?:[^"\\]|\\.)*"|\S+)`)
+var logMsg = regexp.MustCompile(`level=(WARN|ERROR) msg=("(?:[^"\\]|\\.)*"|\S+)`)
 
 // errorSummary counts the service's warnings and errors by message.
-func faultErrorSummary(path string) string {
+func errorSummary(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
@@ -439,14 +454,14 @@ func faultErrorSummary(path string) string {
 	counts := map[string]int{}
 	example := map[string]string{}
 	for _, line := range strings.Split(string(b), "\n") {
-		m := faultLogMsg.FindStringSubmatch(line)
+		m := logMsg.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
 		k := m[1] + " " + m[2]
 		counts[k]++
 		if _, ok := example[k]; !ok {
-			example[k] = faultTruncate(line, 400)
+			example[k] = truncate(line, 400)
 		}
 	}
 	keys := make([]string, 0, len(counts))

@@ -1,6 +1,6 @@
 //go:build faults
 
-package main
+package faults
 
 // The checks of the fault suite: the log against the ledger (every
 // acknowledged command exactly once, nothing nobody asked for), and each
@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,98 +20,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/events"
-	"astro/events/natslog"
+	"astro/events/natstest"
 	"astro/projections"
 )
 
-const faultStream = "ASTRO_EVENTS"
+const streamName = "ASTRO_EVENTS"
 
-// readLog reads the whole event log, in order, with an ordered consumer.
-func faultReadLog(ctx context.Context, urls string) (_ []events.Event, note string, err error) {
+// readLog reads the whole event log from the NATS servers at urls.
+func readLog(ctx context.Context, urls string) ([]events.Event, error) {
 	nc, err := nats.Connect(urls, nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, "", fmt.Errorf("connect to NATS: %w", err)
+		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, "", err
-	}
-	stream, err := js.Stream(ctx, faultStream)
-	if err != nil {
-		return nil, "", fmt.Errorf("stream %s: %w", faultStream, err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("stream info: %w", err)
-	}
-	var out []events.Event
-	if info.State.Msgs == 0 {
-		return out, note, nil
-	}
-	// In a cluster with a node down, an ordered consumer (R1) can be placed
-	// on the dead node and answer "no responders": start a new one after
-	// the last event read, a bounded number of times.
-	var cons jetstream.Consumer
-	resets := 0
-	for seq := uint64(0); seq < info.State.LastSeq; {
-		if cons == nil {
-			cfg := jetstream.OrderedConsumerConfig{}
-			if seq > 0 {
-				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
-			}
-			if cons, err = stream.OrderedConsumer(ctx, cfg); err != nil {
-				return nil, "", fmt.Errorf("ordered consumer: %w", err)
-			}
-		}
-		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
-		if err != nil {
-			if resets++; resets > 5 {
-				// Read the rest one message at a time from the stream leader.
-				note = fmt.Sprintf("the ordered consumer failed at %d of %d (%v); read the rest with direct gets", seq, info.State.LastSeq, err)
-				for seq < info.State.LastSeq {
-					seq++
-					raw, err := stream.GetMsg(ctx, seq)
-					if errors.Is(err, jetstream.ErrMsgNotFound) {
-						continue
-					}
-					if err != nil {
-						return nil, "", fmt.Errorf("read log at %d of %d: %w", seq, info.State.LastSeq, err)
-					}
-					e, err := natslog.Decode(raw.Subject, raw.Header, raw.Data, raw.Sequence)
-					if err != nil {
-						return nil, "", fmt.Errorf("decode event at %d: %w", seq, err)
-					}
-					out = append(out, e)
-				}
-				break
-			}
-			cons = nil
-			time.Sleep(250 * time.Millisecond) // let the cluster settle; bounded by the resets
-			continue
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return nil, "", err
-		}
-		if meta.Sequence.Stream <= seq {
-			continue // redelivered by a reset consumer
-		}
-		seq = meta.Sequence.Stream
-		e, err := natslog.Decode(m.Subject(), m.Headers(), m.Data(), seq)
-		if err != nil {
-			return nil, "", fmt.Errorf("decode event at %d: %w", seq, err)
-		}
-		out = append(out, e)
-	}
-	if uint64(len(out)) != info.State.Msgs {
-		return nil, "", fmt.Errorf("read %d events, the stream holds %d", len(out), info.State.Msgs)
-	}
-	return out, note, nil
+	return natstest.ReadLog(ctx, nc)
 }
 
 // projectorOf names the projector that consumes an event's subject.
-func faultProjectorOf(e events.Event) string {
+func projectorOf(e events.Event) string {
 	if c := projections.Consumers(e.Aggregate.Kind); len(c) > 0 {
 		return c[0]
 	}
@@ -120,7 +45,7 @@ func faultProjectorOf(e events.Event) string {
 }
 
 // verdict is what the checks found in one scenario.
-type faultVerdict struct {
+type verdict struct {
 	Events      int
 	Lost        int // acknowledged, not in the log
 	Duplicated  int // commands whose event is in the log more than once
@@ -132,18 +57,18 @@ type faultVerdict struct {
 	Targets     map[string]uint64 // projector → last sequence it must reach
 }
 
-func (v *faultVerdict) problem(format string, args ...any) {
+func (v *verdict) problem(format string, args ...any) {
 	v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
 }
 
 // checkLog holds the log to the ledger.
-func faultCheckLog(ws string, log []events.Event, cmds []*faultCommand) *faultVerdict {
-	v := &faultVerdict{Events: len(log), Targets: map[string]uint64{}}
+func checkLog(ws string, log []events.Event, cmds []*command) *verdict {
+	v := &verdict{Events: len(log), Targets: map[string]uint64{}}
 	for _, name := range projections.Names() {
 		v.Targets[name] = 0
 	}
-	byMarker := map[string]*faultCommand{}
-	deletesOf := map[string][]*faultCommand{} // notification id → delete commands
+	byMarker := map[string]*command{}
+	deletesOf := map[string][]*command{} // notification id → delete commands
 	sentOf := map[string]map[string]int{}
 	count := func(kind, key string) int { return sentOf[kind][key] }
 	for _, c := range cmds {
@@ -167,7 +92,7 @@ func faultCheckLog(ws string, log []events.Event, cmds []*faultCommand) *faultVe
 	userDeletes := map[string][]events.Event{}
 	perKey := map[string]int{} // type/user/target → events
 	for _, e := range log {
-		if p := faultProjectorOf(e); p != "" {
+		if p := projectorOf(e); p != "" {
 			v.Targets[p] = e.Seq
 		}
 		if e.WorkspaceID != ws {
@@ -318,21 +243,21 @@ func faultCheckLog(ws string, log []events.Event, cmds []*faultCommand) *faultVe
 }
 
 // readModelTables are the tables the projectors own, with their keys.
-var faultTables = []struct{ name, order string }{
+var readModelTables = []struct{ name, order string }{
 	{"notifications", "workspace_id, recipient_id, id"},
 	{"holidays", "workspace_id, id"},
 	{"resources", "workspace_id, id"},
 }
 
 // dumpReadModels returns every row of every read-model table as JSON.
-func faultDump(ctx context.Context, url string) (map[string][]string, error) {
+func dumpReadModels(ctx context.Context, url string) (map[string][]string, error) {
 	db, err := sqlx.Open("postgres", url)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
 	out := map[string][]string{}
-	for _, tb := range faultTables {
+	for _, tb := range readModelTables {
 		var rows []string
 		if err := db.SelectContext(ctx, &rows, `SELECT row_to_json(t)::text FROM `+tb.name+` t ORDER BY `+tb.order); err != nil {
 			return nil, fmt.Errorf("dump %s: %w", tb.name, err)
@@ -344,9 +269,9 @@ func faultDump(ctx context.Context, url string) (map[string][]string, error) {
 
 // compareReadModels describes how got (the service's) differs from want
 // (the rebuild's); "" when equal.
-func faultCompare(got, want map[string][]string) (string, []string) {
+func compareReadModels(got, want map[string][]string) (string, []string) {
 	var summary, details []string
-	for _, tb := range faultTables {
+	for _, tb := range readModelTables {
 		g, w := got[tb.name], want[tb.name]
 		if slices.Equal(g, w) {
 			continue
@@ -381,7 +306,7 @@ func faultCompare(got, want map[string][]string) (string, []string) {
 }
 
 // checkpoints reads the projectors' checkpoints of a database.
-func faultCheckpoints(ctx context.Context, url string) (map[string]uint64, error) {
+func checkpoints(ctx context.Context, url string) (map[string]uint64, error) {
 	db, err := sqlx.Open("postgres", url)
 	if err != nil {
 		return nil, err
@@ -402,12 +327,12 @@ func faultCheckpoints(ctx context.Context, url string) (map[string]uint64, error
 }
 
 // waitCheckpoints waits until every projector of url reached its target.
-func faultWaitCheckpoints(ctx context.Context, url string, targets map[string]uint64, timeout time.Duration) error {
+func waitCheckpoints(ctx context.Context, url string, targets map[string]uint64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var got map[string]uint64
 	var err error
 	for {
-		got, err = faultCheckpoints(ctx, url)
+		got, err = checkpoints(ctx, url)
 		if err == nil {
 			done := true
 			for name, seq := range targets {
@@ -429,7 +354,7 @@ func faultWaitCheckpoints(ctx context.Context, url string, targets map[string]ui
 // rebuild runs the projectors over the whole log into the empty database
 // at url, until each reached its target. The service must be stopped: the
 // runners use the projectors' durable consumers.
-func faultRebuild(ctx context.Context, urls, url string, targets map[string]uint64, logw io.Writer) error {
+func rebuild(ctx context.Context, urls, url string, targets map[string]uint64, logw io.Writer) error {
 	nc, err := nats.Connect(urls, nats.Timeout(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("connect to NATS: %w", err)
@@ -456,7 +381,7 @@ func faultRebuild(ctx context.Context, urls, url string, targets map[string]uint
 	var runners []*projections.Runner
 	done := make(chan error, len(projectors))
 	for _, p := range projectors {
-		r, err := projections.NewRunner(js, db, p, projections.RunnerConfig{Stream: faultStream,
+		r, err := projections.NewRunner(js, db, p, projections.RunnerConfig{Stream: streamName,
 			Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {
 			return err
@@ -481,13 +406,13 @@ func faultRebuild(ctx context.Context, urls, url string, targets map[string]uint
 }
 
 // maxPending is the inbox cap (commands/notifications.MaxPending).
-const faultMaxPending = 1000
+const maxPending = 1000
 
 // checkInvariants replays the log per aggregate and reports every event
 // that the aggregate, in the state the log gives it, could not have
 // decided: an event decided on a wrong (stale or doubled) in-memory state
 // is in the log but was not what the command asked for.
-func faultCheckInvariants(log []events.Event) []string {
+func checkInvariants(log []events.Event) []string {
 	var bad []string
 	report := func(e events.Event, format string, args ...any) {
 		bad = append(bad, fmt.Sprintf("inconsistent: seq %d %s on %s: ", e.Seq, e.Type, events.Subject(e.WorkspaceID, e.Aggregate))+fmt.Sprintf(format, args...))
@@ -539,8 +464,8 @@ func faultCheckInvariants(log []events.Event) []string {
 					break
 				}
 				if p.Reason == events.ReasonOverflow {
-					if len(in.order) < faultMaxPending {
-						report(e, "overflow delete with %d pending, the cap is %d", len(in.order), faultMaxPending)
+					if len(in.order) < maxPending {
+						report(e, "overflow delete with %d pending, the cap is %d", len(in.order), maxPending)
 					}
 					if in.order[0] != p.NotificationID {
 						report(e, "overflow deleted %s, the oldest pending is %s", p.NotificationID, in.order[0])
@@ -564,8 +489,8 @@ func faultCheckInvariants(log []events.Event) []string {
 						unread = append(unread, id)
 					}
 				}
-				if !faultSameSet(unread, p.NotificationIDs) {
-					report(e, "lists %d ids (%d distinct), the inbox has %d unread: %s", len(p.NotificationIDs), len(faultDistinct(p.NotificationIDs)), len(unread), faultSetDiff(unread, p.NotificationIDs))
+				if !sameSet(unread, p.NotificationIDs) {
+					report(e, "lists %d ids (%d distinct), the inbox has %d unread: %s", len(p.NotificationIDs), len(distinct(p.NotificationIDs)), len(unread), setDiff(unread, p.NotificationIDs))
 				}
 				for _, id := range p.NotificationIDs {
 					if _, ok := in.read[id]; ok {
@@ -573,17 +498,17 @@ func faultCheckInvariants(log []events.Event) []string {
 					}
 				}
 			case *events.AllNotificationsDeleted:
-				if !faultSameSet(in.order, p.NotificationIDs) {
-					report(e, "lists %d ids (%d distinct), the inbox has %d pending: %s", len(p.NotificationIDs), len(faultDistinct(p.NotificationIDs)), len(in.order), faultSetDiff(in.order, p.NotificationIDs))
+				if !sameSet(in.order, p.NotificationIDs) {
+					report(e, "lists %d ids (%d distinct), the inbox has %d pending: %s", len(p.NotificationIDs), len(distinct(p.NotificationIDs)), len(in.order), setDiff(in.order, p.NotificationIDs))
 				}
 				for _, id := range p.NotificationIDs {
 					remove(in, id)
 				}
 			}
-			if wasOver && len(in.order) > faultMaxPending {
+			if wasOver && len(in.order) > maxPending {
 				report(e, "the inbox stays over the cap: %d pending", len(in.order))
 			}
-			in.over = len(in.order) > faultMaxPending
+			in.over = len(in.order) > maxPending
 		case events.KindHoliday:
 			h := holidays[key]
 			if h == nil {
@@ -620,7 +545,7 @@ func faultCheckInvariants(log []events.Event) []string {
 	return bad
 }
 
-func faultDistinct(ids []string) map[string]bool {
+func distinct(ids []string) map[string]bool {
 	m := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		m[id] = true
@@ -629,8 +554,8 @@ func faultDistinct(ids []string) map[string]bool {
 }
 
 // sameSet reports whether got lists exactly the ids of want, each once.
-func faultSameSet(want, got []string) bool {
-	d := faultDistinct(got)
+func sameSet(want, got []string) bool {
+	d := distinct(got)
 	if len(d) != len(got) || len(got) != len(want) {
 		return false
 	}
@@ -643,8 +568,8 @@ func faultSameSet(want, got []string) bool {
 }
 
 // setDiff describes how got differs from want.
-func faultSetDiff(want, got []string) string {
-	w, g := faultDistinct(want), faultDistinct(got)
+func setDiff(want, got []string) string {
+	w, g := distinct(want), distinct(got)
 	var missing, extra []string
 	for id := range w {
 		if !g[id] {

@@ -1,6 +1,6 @@
 //go:build faults
 
-package main
+package faults
 
 import (
 	"bytes"
@@ -10,13 +10,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/api/auth"
+	"astro/events/natsserver"
 )
 
 // failFastBound is how long a write may take to fail once the log is gone:
@@ -31,13 +38,32 @@ const failFastBound = 10 * time.Second
 // while running, and must refuse to start on an empty log over read models
 // that applied events.
 func TestFaultsStreamDeleted(t *testing.T) {
-	s := startEmbedded(t)
-	admin, err := jetstream.New(s.adminConn(t))
+	bins := buildBinaries(t, t.TempDir())
+	pg := startPG(t)
+	dir := t.TempDir()
+	// Astro's defaults: the embedded NATS server with credentials, here
+	// listening for TCP clients so that the test can reach it as admin.
+	s := newAstro(bins.astro, dir, freePort(t), map[string]string{
+		"ASTRO_NATS_LISTEN":  "127.0.0.1:0",
+		"ASTRO_DATABASE_URL": pg.createDB(t, "svc_streamdeleted"),
+		"ASTRO_RATE_LIMIT":   "off",
+	})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.kill)
+	if err := s.waitReady(90 * time.Second); err != nil {
+		t.Fatalf("%v; service log ends:\n%s", err, s.logTail(40))
+	}
+	admin, err := jetstream.New(adminConn(t, s.dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	svc := token(t, "svc", "acme", "notifications:send")
+	svc, err := auth.Sign([]byte(secret), auth.Claims{UserID: "svc", WorkspaceID: "acme", Scopes: []string{"notifications:send"}}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hc := &http.Client{Timeout: 2 * failFastBound}
 
 	type answer struct {
@@ -154,7 +180,11 @@ func TestFaultsStreamDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var env envelope
+	var env struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
 	_ = json.NewDecoder(resp.Body).Decode(&env)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || env.Error == nil || !strings.Contains(env.Error.Message, "event stream is missing") {
@@ -167,11 +197,46 @@ func TestFaultsStreamDeleted(t *testing.T) {
 	}
 
 	// Restarted on the same data, it refuses to start on an empty log.
-	s.stop()
-	var stderr syncBuffer
-	err = run(ctx, nil, func(k string) string { return s.env[k] }, io.Discard, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "event stream missing") || !strings.Contains(err.Error(), "read models have applied") {
-		t.Fatalf("restart on a lost log: %v\n%s", err, stderr.String())
+	if err := s.term(30 * time.Second); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	} else if err := s.exitErr(); err != nil {
+		t.Fatalf("graceful stop: the service exited with %v; log ends:\n%s", err, s.logTail(10))
 	}
-	t.Logf("restart refused: %v", err)
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	again := exec.CommandContext(runCtx, s.path, s.args...)
+	again.Env, again.Stderr = s.env, &stderr
+	err = again.Run()
+	out := stderr.String()
+	if err == nil || !strings.Contains(out, "event stream missing") || !strings.Contains(out, "read models have applied") {
+		t.Fatalf("restart on a lost log: %v\n%s", err, out)
+	}
+	t.Logf("restart refused: %s", strings.TrimSpace(out))
+}
+
+// adminConn connects to the embedded NATS server of the service whose data
+// directory is dataDir as Astro itself, with the password kept there, as
+// only the service's owner can. The file names are the data directory's
+// layout, which `astro nats-credentials` documents.
+func adminConn(t *testing.T, dataDir string) *nats.Conn {
+	t.Helper()
+	url, err := os.ReadFile(filepath.Join(dataDir, "nats-url"))
+	if err != nil {
+		t.Fatalf("the running service did not say where its NATS listens: %v", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, "nats-passwords.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p natsserver.Passwords
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(strings.TrimSpace(string(url)), nats.UserInfo(natsserver.UserAstro, p.Astro))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
