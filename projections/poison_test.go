@@ -68,7 +68,7 @@ func TestPoisonEventsAreParkedAndRedriven(t *testing.T) {
 	go func() { done <- r.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, r, last) // poison does not stop the projector
+	caughtUp(t, r, last) // poison does not stop the projector
 	if got := r.Parked(); got != 3 {
 		t.Fatalf("parked %d events, want 3", got)
 	}

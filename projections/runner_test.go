@@ -111,7 +111,8 @@ func start(t *testing.T, f fixture, db *sqlx.DB, p projections.Projector, batch 
 	return r, stop
 }
 
-func waitFor(t *testing.T, r *projections.Runner, seq uint64) {
+// caughtUp waits until r applied the log up to seq.
+func caughtUp(t *testing.T, r *projections.Runner, seq uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -171,22 +172,24 @@ func TestRestartMidBatchEqualsRebuild(t *testing.T) {
 	crash := &crashing{Notifications: notificationsProjector(t, db), after: 70}
 	r, stop := start(t, f, db, crash, 50)
 	// The runner commits the first full batch, then keeps failing the second.
-	deadline := time.Now().Add(30 * time.Second)
-	for crash.applied.Load() <= crash.after && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling a counter, bounded by the deadline
-	}
+	waitFor(t, 30*time.Second, func() error {
+		if n := crash.applied.Load(); n <= crash.after {
+			return fmt.Errorf("the crashing projector applied %d events, not past %d", n, crash.after)
+		}
+		return nil
+	})
 	stop()
 	if pos := r.Position(); pos == 0 || pos >= last {
 		t.Fatalf("crash runner checkpoint %d: want a partial projection below %d", pos, last)
 	}
 
 	r2, stop2 := start(t, f, db, notificationsProjector(t, db), 50)
-	waitFor(t, r2, last)
+	caughtUp(t, r2, last)
 	stop2()
 
 	fresh := migrated(t)
 	r3, stop3 := start(t, f, fresh, notificationsProjector(t, fresh), 500)
-	waitFor(t, r3, last)
+	caughtUp(t, r3, last)
 	stop3()
 	if got, want := dump(t, db), dump(t, fresh); got != want {
 		t.Fatalf("read model after a crash and restart differs from a rebuild:\n%s\n%s", got, want)
@@ -198,7 +201,7 @@ func TestRestartMidBatchEqualsRebuild(t *testing.T) {
 	}
 	before := dump(t, db)
 	r4, stop4 := start(t, f, db, notificationsProjector(t, db), 7)
-	waitFor(t, r4, last)
+	caughtUp(t, r4, last)
 	stop4()
 	if after := dump(t, db); after != before {
 		t.Fatalf("replaying the log changed the read model")
@@ -209,21 +212,40 @@ func TestStandbyFollowsAndTakesOver(t *testing.T) {
 	f := newFixture(t)
 	db := migrated(t)
 	leader, stopLeader := start(t, f, db, notificationsProjector(t, db), 100)
-	waitFor(t, leader, 0)
-	deadline := time.Now().Add(10 * time.Second)
-	for !leader.Ready() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling readiness, bounded by the deadline
-	}
+	caughtUp(t, leader, 0)
+	waitFor(t, 10*time.Second, func() error {
+		if !leader.Ready() {
+			return errors.New("the leader is not ready")
+		}
+		return nil
+	})
 	standby, stopStandby := start(t, f, db, notificationsProjector(t, db), 100)
 	defer stopStandby()
 
 	first := f.history(t, 10)
-	waitFor(t, standby, first) // the standby follows the leader's checkpoint
+	caughtUp(t, standby, first) // the standby follows the leader's checkpoint
 	stopLeader()
 	second := f.history(t, 10)
-	waitFor(t, standby, second) // and applies on its own once the leader is gone
+	caughtUp(t, standby, second) // and applies on its own once the leader is gone
 	var n int
 	if err := db.Get(&n, `SELECT count(*) FROM notifications`); err != nil || n == 0 {
 		t.Fatalf("read model after takeover: %d rows, %v", n, err)
+	}
+}
+
+// waitFor polls cond until it returns nil, and fails the test with cond's
+// last error once timeout has passed.
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
 	}
 }

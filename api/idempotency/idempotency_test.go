@@ -205,20 +205,16 @@ func TestRecordsExpire(t *testing.T) {
 	if err := c.Finish(ctx, 200, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	waitFor(t, 15*time.Second, func() error {
 		c, replay, err := s.Begin(ctx, "k", "other")
 		if err == nil && c != nil && replay == nil {
-			return
+			return nil
 		}
 		if !errors.Is(err, ErrMismatch) {
 			t.Fatalf("Begin on an expiring key: claim %v, replay %v, err %v", c, replay, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the record outlived its TTL by 14 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.New("the record outlived its TTL by 14 s")
+	})
 }
 
 // TestFingerprints: every part of a request changes its hash, and keys
@@ -245,5 +241,22 @@ func TestFingerprints(t *testing.T) {
 	}
 	if Key("w1", "u1", "k") == Key("w2", "u1", "k") || Key("w1", "u1", "k") == Key("w1", "u2", "k") {
 		t.Error("keys of different callers meet")
+	}
+}
+
+// waitFor polls cond until it returns nil, and fails the test with cond's
+// last error once timeout has passed.
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
 	}
 }

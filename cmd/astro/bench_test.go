@@ -181,20 +181,17 @@ func BenchmarkMemory(b *testing.B) {
 	})
 	base := "http://127.0.0.1:" + port
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waitFor(b, 60*time.Second, func() error {
 		resp, err := client.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if err != nil {
+			return fmt.Errorf("astro not ready: %v\n%s", err, logs.String())
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("astro not ready: %v\n%s", err, logs.String())
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("astro not ready: /readyz %d\n%s", resp.StatusCode, logs.String())
 		}
-		time.Sleep(50 * time.Millisecond) // polling a readiness probe, bounded by the deadline
-	}
+		return nil
+	})
 	request := func(method, path, tok, body string) {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tok)

@@ -119,20 +119,16 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// The projector catches up: its lag goes to 0 and its position to the log's end.
-	deadline := time.Now().Add(30 * time.Second)
 	var after scrape
-	for {
+	waitFor(t, 30*time.Second, func() error {
 		after = s.scrape(s.base + "/metrics")
 		if after.value("astro_projector_lag_events", "projector", "notifications") == 0 &&
 			after.value("astro_projector_position", "projector", "notifications") >= float64(sends+1) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("notifications projector did not catch up: lag %v, position %v",
-				after.value("astro_projector_lag_events", "projector", "notifications"), after.value("astro_projector_position", "projector", "notifications"))
-		}
-		time.Sleep(20 * time.Millisecond) // polling a scrape, bounded by the deadline
-	}
+		return fmt.Errorf("notifications projector did not catch up: lag %v, position %v",
+			after.value("astro_projector_lag_events", "projector", "notifications"), after.value("astro_projector_position", "projector", "notifications"))
+	})
 	moved := func(name string, labels ...string) float64 {
 		b := max(before.value(name, labels...), 0)
 		return after.value(name, labels...) - b

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,13 +38,12 @@ func TestSendOverNATS(t *testing.T) {
 	// Read-your-writes across transports: poll, bounded, since the NATS
 	// path does not wait for the read model.
 	alice := token(t, "alice", "w1")
-	deadline := time.Now().Add(10 * time.Second)
-	for s.unread(alice) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("notification sent over NATS never showed")
+	waitFor(t, 10*time.Second, func() error {
+		if n := s.unread(alice); n != 1 {
+			return fmt.Errorf("notification sent over NATS never showed: %d unread", n)
 		}
-		time.Sleep(10 * time.Millisecond) // polling a read model, bounded by the deadline
-	}
+		return nil
+	})
 	sent := s.logEvents(t, "NotificationSent")
 	if len(sent) != 1 || sent[0].Integration != "task-service" || sent[0].WorkspaceID != "w1" {
 		t.Fatalf("event: %+v", sent)

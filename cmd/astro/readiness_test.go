@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -88,15 +89,11 @@ func TestReadinessFollowsLag(t *testing.T) {
 	}
 	lock.Close()
 	s.waitReady()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, 30*time.Second, func() error {
 		n := status()["notifications"]
 		if n.State == projections.StateRunning && n.LagEvents == 0 && n.LagSeconds == 0 && n.Position >= sends {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("notifications did not catch up: %+v", n)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the status, bounded by the deadline
-	}
+		return fmt.Errorf("notifications did not catch up: %+v", n)
+	})
 }

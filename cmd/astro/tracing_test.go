@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -40,8 +41,7 @@ func TestTracing(t *testing.T) {
 		"traceparent", "00-"+upstreamTrace+"-00f067aa0ba902b7-01").want(t, 200)
 
 	var server, appendSpan, batch tracetest.SpanStub
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, 30*time.Second, func() error {
 		for _, sp := range exp.GetSpans() {
 			switch {
 			case sp.Name == "POST /api/data/notifications" && sp.SpanKind == trace.SpanKindServer:
@@ -53,13 +53,10 @@ func TestTracing(t *testing.T) {
 			}
 		}
 		if server.Name != "" && appendSpan.Name != "" && batch.Name != "" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spans: server %q, append %q, batch %q; all: %v", server.Name, appendSpan.Name, batch.Name, spanNames(exp.GetSpans()))
-		}
-		time.Sleep(20 * time.Millisecond) // polling the exporter, bounded by the deadline
-	}
+		return fmt.Errorf("spans: server %q, append %q, batch %q; all: %v", server.Name, appendSpan.Name, batch.Name, spanNames(exp.GetSpans()))
+	})
 	if got := server.SpanContext.TraceID().String(); got != upstreamTrace {
 		t.Errorf("server span trace %s, want the caller's %s", got, upstreamTrace)
 	}

@@ -139,17 +139,18 @@ func appendV1(t *testing.T, s *service, id, data string) {
 // waitForHoliday polls until the holiday's read model row exists.
 func waitForHoliday(t *testing.T, s *service, tok, id string) holidayDto {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var h holidayDto
+	waitFor(t, 10*time.Second, func() error {
 		env := s.call("GET", "/api/data/holidays/"+id, tok, nil)
-		if env.Status == 200 {
-			var h holidayDto
+		switch env.Status {
+		case 200:
 			env.decode(t, &h)
-			return h
+			return nil
+		case 404:
+			return fmt.Errorf("holiday %s never showed: HTTP %d %s", id, env.Status, env.raw)
 		}
-		if env.Status != 404 || time.Now().After(deadline) {
-			t.Fatalf("holiday %s never showed: HTTP %d %s", id, env.Status, env.raw)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a read model, bounded by the deadline
-	}
+		t.Fatalf("holiday %s: HTTP %d %s", id, env.Status, env.raw)
+		return nil
+	})
+	return h
 }

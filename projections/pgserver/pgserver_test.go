@@ -230,12 +230,12 @@ func TestParentKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	for deadline := time.Now().Add(10 * time.Second); isPostmaster(pid, dir); {
-		if time.Now().After(deadline) {
-			t.Fatalf("postgres (pid %d) outlived its killed parent", pid)
+	waitFor(t, 10*time.Second, func() error {
+		if isPostmaster(pid, dir) {
+			return fmt.Errorf("postgres (pid %d) outlived its killed parent", pid)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := count(t, start(t, dir)); got != 1 {
 		t.Errorf("after restart: %d rows, want 1", got)
 	}
@@ -290,5 +290,22 @@ func TestNoBinaries(t *testing.T) {
 				t.Errorf("error does not say how to use another database: %v", err)
 			}
 		})
+	}
+}
+
+// waitFor polls cond until it returns nil, and fails the test with cond's
+// last error once timeout has passed.
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
 	}
 }
