@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"astro/api"
 )
 
 const (
@@ -105,17 +108,20 @@ func TestSecurityMatrix(t *testing.T) {
 		t.Fatalf("the global holiday does not cover r-alice: %s", before["/api/data/holidays/"+h.ID])
 	}
 
-	// Every endpoint of api/notifications.go and api/holidays.go. path has
-	// %s where an id goes; attack is the body an intruder sends, harmless
-	// what an allowed caller of the same workspace sends (changing nothing
-	// of alice's).
+	// A row per operation of api/openapi.json that takes a bearer token,
+	// keyed by the documented method and path: matrixRows fails the test
+	// for an operation without a row, so an endpoint added without one
+	// fails here. path has %s where an id goes; attack is the body an
+	// intruder sends, harmless what an allowed caller of the same
+	// workspace sends (changing nothing of alice's). The privilege an
+	// operation needs is the document's.
 	const unknownID = "0193a6a2-7c5e-7000-8000-000000000000"
 	type endpoint struct {
-		method, path string
+		method, path string // method: the document's
 		id           string // alice's id in the path, "" for none
 		attack       any
 		harmless     any
-		scope        string // privilege it needs, "" for none
+		scope        string // privilege it needs, "" for none: the document's
 		notif        bool   // per user (notifications), not workspace-wide
 		marker       string // what alice's own read must carry
 	}
@@ -123,26 +129,45 @@ func TestSecurityMatrix(t *testing.T) {
 		return map[string]any{"recipientId": to, "senderId": "0000a110-0000-4000-8000-000000000004", "notificationType": "phish", "subject": "click"}
 	}
 	asOf := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	endpoints := []endpoint{
-		{method: "GET", path: "/api/data/notifications?asFlatList=true", notif: true, marker: n1.ID},
-		{method: "POST", path: "/api/data/notifications", attack: send("alice"), harmless: send("zed"), scope: "notifications:send", notif: true},
-		{method: "GET", path: "/api/data/notifications/unreadcount", notif: true, marker: `"unreadCount":2`},
-		{method: "GET", path: "/api/data/notifications/count", notif: true, marker: `"totalCount":2`},
-		{method: "POST", path: "/api/data/notifications/markallread", notif: true},
-		{method: "POST", path: "/api/data/notifications/%s/markread", id: n1.ID, notif: true},
-		{method: "POST", path: "/api/data/notifications/%s/markunread", id: n2.ID, notif: true},
-		{method: "DELETE", path: "/api/data/notifications/deleteall", notif: true},
-		{method: "DELETE", path: "/api/data/notifications/delete/%s", id: n2.ID, notif: true},
-		{method: "POST", path: "/api/data/holidays", attack: map[string]any{"reason": "Pwned", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"},
-			harmless: map[string]any{"reason": "Bob's day", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"}},
-		{method: "GET", path: "/api/data/holidays/%s", id: h.ID, marker: aliceReason},
-		{method: "GET", path: "/api/data/holidays/%s?asOf=" + asOf, id: h.ID, marker: aliceReason},
-		{method: "GET", path: "/api/data/holidays/%s/history", id: h.ID, marker: aliceReason},
-		{method: "PUT", path: "/api/data/holidays/%s", id: h.ID, attack: map[string]any{"reason": "Pwned"}, harmless: map[string]any{"reason": aliceReason}},
-		{method: "GET", path: "/api/data/holidays/global", marker: h.ID},
-		{method: "GET", path: "/api/data/holidays/country", marker: hc.ID},
-		{method: "GET", path: "/api/data/holidays/resource", marker: rAlice},
-		{method: "PUT", path: "/api/data/resources/" + rAlice, attack: map[string]any{"name": "Pwned", "countryCode": "FR", "isActive": false, "isGuest": true}, harmless: resource, scope: "resources:write"},
+	rows := map[string][]endpoint{
+		"GET /api/data/notifications":                  {{path: "/api/data/notifications?asFlatList=true", notif: true, marker: n1.ID}},
+		"POST /api/data/notifications":                 {{path: "/api/data/notifications", attack: send("alice"), harmless: send("zed"), notif: true}},
+		"GET /api/data/notifications/unreadcount":      {{path: "/api/data/notifications/unreadcount", notif: true, marker: `"unreadCount":2`}},
+		"GET /api/data/notifications/count":            {{path: "/api/data/notifications/count", notif: true, marker: `"totalCount":2`}},
+		"POST /api/data/notifications/markallread":     {{path: "/api/data/notifications/markallread", notif: true}},
+		"POST /api/data/notifications/{id}/markread":   {{path: "/api/data/notifications/%s/markread", id: n1.ID, notif: true}},
+		"POST /api/data/notifications/{id}/markunread": {{path: "/api/data/notifications/%s/markunread", id: n2.ID, notif: true}},
+		"DELETE /api/data/notifications/deleteall":     {{path: "/api/data/notifications/deleteall", notif: true}},
+		"DELETE /api/data/notifications/delete/{id}":   {{path: "/api/data/notifications/delete/%s", id: n2.ID, notif: true}},
+		"POST /api/data/holidays": {{path: "/api/data/holidays", attack: map[string]any{"reason": "Pwned", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"},
+			harmless: map[string]any{"reason": "Bob's day", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"}}},
+		"GET /api/data/holidays/{id}": {
+			{path: "/api/data/holidays/%s", id: h.ID, marker: aliceReason},
+			{path: "/api/data/holidays/%s?asOf=" + asOf, id: h.ID, marker: aliceReason},
+		},
+		"GET /api/data/holidays/{id}/history": {{path: "/api/data/holidays/%s/history", id: h.ID, marker: aliceReason}},
+		"PUT /api/data/holidays/{id}":         {{path: "/api/data/holidays/%s", id: h.ID, attack: map[string]any{"reason": "Pwned"}, harmless: map[string]any{"reason": aliceReason}}},
+		"GET /api/data/holidays/global":       {{path: "/api/data/holidays/global", marker: h.ID}},
+		"GET /api/data/holidays/country":      {{path: "/api/data/holidays/country", marker: hc.ID}},
+		"GET /api/data/holidays/resource":     {{path: "/api/data/holidays/resource", marker: rAlice}},
+		"PUT /api/data/resources/{id}":        {{path: "/api/data/resources/" + rAlice, attack: map[string]any{"name": "Pwned", "countryCode": "FR", "isActive": false, "isGuest": true}, harmless: resource}},
+	}
+	var endpoints []endpoint
+	for _, op := range securedOperations(t) {
+		for _, e := range rows[op.key] {
+			e.method, e.scope = op.method, op.scope
+			endpoints = append(endpoints, e)
+		}
+		if _, ok := rows[op.key]; !ok {
+			t.Errorf("%s is in api/openapi.json but has no row in the security matrix", op.key)
+		}
+		delete(rows, op.key)
+	}
+	for key := range rows {
+		t.Errorf("the security matrix has a row for %s, which api/openapi.json does not document as taking a bearer token", key)
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	// What nobody but alice (and her workspace, for holidays) may see.
 	notifSecrets := []string{n1.ID, n2.ID, aliceSubject}
@@ -371,4 +396,54 @@ func TestSecurityIdempotencyReplay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// securedOperation is an operation of api/openapi.json that takes a bearer
+// token.
+type securedOperation struct {
+	key, method string // key: "METHOD /path/{param}" as documented
+	scope       string // the privilege it requires, "" for none
+}
+
+// securedOperations lists the operations of api/openapi.json whose
+// security (their own, or the document's) asks for a bearer token, in
+// path and method order.
+func securedOperations(t testing.TB) []securedOperation {
+	t.Helper()
+	type requirement = []map[string][]string
+	var doc struct {
+		Security requirement                           `json:"security"`
+		Paths    map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatalf("api/openapi.json: %v", err)
+	}
+	var out []securedOperation
+	for _, path := range slices.Sorted(maps.Keys(doc.Paths)) {
+		for _, method := range slices.Sorted(maps.Keys(doc.Paths[path])) {
+			if !slices.Contains([]string{"get", "put", "post", "delete", "patch", "head", "options", "trace"}, method) {
+				continue // parameters, summary: not an operation
+			}
+			var op struct {
+				Security *requirement `json:"security"`
+			}
+			if err := json.Unmarshal(doc.Paths[path][method], &op); err != nil {
+				t.Fatalf("api/openapi.json: %s %s: %v", method, path, err)
+			}
+			sec := doc.Security
+			if op.Security != nil {
+				sec = *op.Security
+			}
+			for _, req := range sec {
+				scopes, ok := req["bearerAuth"]
+				if !ok {
+					continue
+				}
+				m := strings.ToUpper(method)
+				out = append(out, securedOperation{key: m + " " + path, method: m, scope: strings.Join(scopes, " ")})
+				break
+			}
+		}
+	}
+	return out
 }
