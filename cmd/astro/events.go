@@ -19,85 +19,127 @@ import (
 	"astro/projections"
 )
 
+// eventsUsage is the usage of `astro events`, one line per subcommand.
+const eventsUsage = `Usage: astro events tail [--type T,…] [--since TIME | --from-seq N] [--subject FILTER] [--follow] [--nats-url URL]
+       astro events parked [--projector P] [--nats-url URL]
+       astro events redrive [--projector P] [--nats-url URL]`
+
 // runEvents is `astro events tail|parked|redrive`: the log as a consumer
-// and an operator see it.
+// and an operator see it. Each subcommand has its own flags.
 func runEvents(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	usage := "Usage: astro events tail [--type T] [--since TIME | --from-seq N] [--follow] [--nats-url URL]\n       astro events parked [--projector P]\n       astro events redrive [--projector P]"
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
+		fmt.Fprintln(stderr, eventsUsage)
 		return errors.New("events: want tail, parked or redrive")
 	}
-	fs := flag.NewFlagSet("astro events "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	// A tail reads what a consumer may; parked events and redrives are
-	// Astro's own business.
-	client := natsClient{Role: natsserver.UserConsumer}
-	if args[0] != "tail" {
-		client.Role = natsserver.UserAstro
+	sub := map[string]func(context.Context, []string, func(string) string, io.Writer, io.Writer) error{
+		"tail": runEventsTail, "parked": runEventsParked, "redrive": runEventsRedrive,
+	}[args[0]]
+	if sub == nil {
+		fmt.Fprintln(stderr, eventsUsage)
+		return fmt.Errorf("events: unknown command %q", args[0])
 	}
+	return sub(ctx, args[1:], getenv, stdout, stderr)
+}
+
+// runEventsTail prints the log's events as JSON lines. It reads what a
+// downstream consumer may read, with a consumer's credentials.
+func runEventsTail(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("astro events tail", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := natsClient{Role: natsserver.UserConsumer}
 	client.addFlags(fs, getenv)
-	types := fs.String("type", "", "tail: only these event types, comma-separated")
-	since := fs.String("since", "", "tail: from this RFC 3339 time")
-	fromSeq := fs.Uint64("from-seq", 0, "tail: from this stream sequence")
-	follow := fs.Bool("follow", false, "tail: keep printing new events until interrupted")
-	filter := fs.String("subject", events.SubjectPrefix+".>", "tail: subject filter, e.g. astro.events.acme.holiday.*")
-	projector := fs.String("projector", "", "parked, redrive: only this projector")
-	if err := fs.Parse(args[1:]); err != nil {
+	types := fs.String("type", "", "only these event types, comma-separated")
+	since := fs.String("since", "", "from this RFC 3339 time")
+	fromSeq := fs.Uint64("from-seq", 0, "from this stream sequence")
+	follow := fs.Bool("follow", false, "keep printing new events until interrupted")
+	filter := fs.String("subject", events.SubjectPrefix+".>", "subject filter, e.g. astro.events.acme.holiday.*")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log, nc, closeLog, err := openLog(ctx, client)
+	from := natslog.ScanFrom{Seq: *fromSeq}
+	if *since != "" {
+		var err error
+		if from.Time, err = time.Parse(time.RFC3339Nano, *since); err != nil {
+			return fmt.Errorf("--since: want an RFC 3339 time: %w", err)
+		}
+	}
+	log, _, closeLog, err := openLog(ctx, client)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
 	out := json.NewEncoder(stdout)
-	switch args[0] {
-	case "tail":
-		from := natslog.ScanFrom{Seq: *fromSeq}
-		if *since != "" {
-			if from.Time, err = time.Parse(time.RFC3339Nano, *since); err != nil {
-				return fmt.Errorf("--since: want an RFC 3339 time: %w", err)
-			}
+	want := strings.FieldsFunc(*types, func(r rune) bool { return r == ',' })
+	print := func(e events.Event) error {
+		if len(want) > 0 && !slices.Contains(want, e.Type) {
+			return nil
 		}
-		want := strings.FieldsFunc(*types, func(r rune) bool { return r == ',' })
-		print := func(e events.Event) error {
-			if len(want) > 0 && !slices.Contains(want, e.Type) {
-				return nil
-			}
-			return out.Encode(tailLine(e))
-		}
-		if *follow {
-			err = log.Follow(ctx, *filter, from, print)
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
-		}
-		return log.Scan(ctx, *filter, from, print)
-	case "parked":
-		return log.ListParked(ctx, *projector, func(p natslog.Parked) error {
-			return out.Encode(map[string]any{"projector": p.Projector, "seq": p.Seq, "subject": p.Subject,
-				"type": p.Header.Get("ce-type"), "reason": p.Reason, "parkedAt": p.ParkedAt, "parkSeq": p.ParkSeq})
-		})
-	case "redrive":
-		names := projections.Names()
-		if *projector != "" {
-			names = []string{*projector}
-		}
-		for _, name := range names {
-			resp, err := nc.Request(projections.RedriveSubject(name), nil, time.Minute)
-			if errors.Is(err, nats.ErrNoResponders) {
-				return fmt.Errorf("redrive %s: no running astro applies this projector; start the service and retry", name)
-			}
-			if err != nil {
-				return fmt.Errorf("redrive %s: %w", name, err)
-			}
-			fmt.Fprintln(stdout, string(resp.Data))
-		}
-		return nil
+		return out.Encode(tailLine(e))
 	}
-	fmt.Fprintln(stderr, usage)
-	return fmt.Errorf("events: unknown command %q", args[0])
+	if *follow {
+		err = log.Follow(ctx, *filter, from, print)
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	return log.Scan(ctx, *filter, from, print)
+}
+
+// runEventsParked lists the events projectors could not apply, with the
+// reason: Astro's own business, so it connects as Astro.
+func runEventsParked(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("astro events parked", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := natsClient{Role: natsserver.UserAstro}
+	client.addFlags(fs, getenv)
+	projector := fs.String("projector", "", "only this projector")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, _, closeLog, err := openLog(ctx, client)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	out := json.NewEncoder(stdout)
+	return log.ListParked(ctx, *projector, func(p natslog.Parked) error {
+		return out.Encode(map[string]any{"projector": p.Projector, "seq": p.Seq, "subject": p.Subject,
+			"type": p.Header.Get("ce-type"), "reason": p.Reason, "parkedAt": p.ParkedAt, "parkSeq": p.ParkSeq})
+	})
+}
+
+// runEventsRedrive asks the running service to apply parked events again,
+// after a fix; it connects as Astro.
+func runEventsRedrive(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("astro events redrive", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := natsClient{Role: natsserver.UserAstro}
+	client.addFlags(fs, getenv)
+	projector := fs.String("projector", "", "only this projector")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	_, nc, closeLog, err := openLog(ctx, client)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	names := projections.Names()
+	if *projector != "" {
+		names = []string{*projector}
+	}
+	for _, name := range names {
+		resp, err := nc.Request(projections.RedriveSubject(name), nil, time.Minute)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("redrive %s: no running astro applies this projector; start the service and retry", name)
+		}
+		if err != nil {
+			return fmt.Errorf("redrive %s: %w", name, err)
+		}
+		fmt.Fprintln(stdout, string(resp.Data))
+	}
+	return nil
 }
 
 // tailLine is an event as a consumer sees it: envelope and data.

@@ -62,4 +62,10 @@ func TestEventsCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"projector":"notifications","applied":0,"parked":0`) {
 		t.Fatalf("redrive: %q %v", out, err)
 	}
+	// Each subcommand takes its own flags only.
+	for _, args := range [][]string{{"events", "parked", "--type", "X"}, {"events", "redrive", "--follow"}, {"events", "tail", "--projector", "notifications"}} {
+		if _, err := runCLI(args...); err == nil {
+			t.Errorf("%v: accepted another subcommand's flag", args)
+		}
+	}
 }
