@@ -87,47 +87,31 @@ func runEventsTail(ctx context.Context, args []string, getenv func(string) strin
 }
 
 // runEventsParked lists the events projectors could not apply, with the
-// reason: Astro's own business, so it connects as Astro.
+// reason.
 func runEventsParked(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("astro events parked", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	client := natsClient{Role: natsserver.UserAstro}
-	client.addFlags(fs, getenv)
-	projector := fs.String("projector", "", "only this projector")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, _, closeLog, err := openLog(ctx, client)
+	log, _, projector, closeLog, err := openParked(ctx, "parked", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
 	out := json.NewEncoder(stdout)
-	return log.ListParked(ctx, *projector, func(p natslog.Parked) error {
+	return log.ListParked(ctx, projector, func(p natslog.Parked) error {
 		return out.Encode(map[string]any{"projector": p.Projector, "seq": p.Seq, "subject": p.Subject,
 			"type": p.Header.Get("ce-type"), "reason": p.Reason, "parkedAt": p.ParkedAt, "parkSeq": p.ParkSeq})
 	})
 }
 
 // runEventsRedrive asks the running service to apply parked events again,
-// after a fix; it connects as Astro.
+// after a fix.
 func runEventsRedrive(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("astro events redrive", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	client := natsClient{Role: natsserver.UserAstro}
-	client.addFlags(fs, getenv)
-	projector := fs.String("projector", "", "only this projector")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	_, nc, closeLog, err := openLog(ctx, client)
+	_, nc, projector, closeLog, err := openParked(ctx, "redrive", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
 	names := projections.Names()
-	if *projector != "" {
-		names = []string{*projector}
+	if projector != "" {
+		names = []string{projector}
 	}
 	for _, name := range names {
 		resp, err := nc.Request(projections.RedriveSubject(name), nil, time.Minute)
@@ -140,6 +124,22 @@ func runEventsRedrive(ctx context.Context, args []string, getenv func(string) st
 		fmt.Fprintln(stdout, string(resp.Data))
 	}
 	return nil
+}
+
+// openParked parses the flags parked and redrive share (the connection
+// and --projector) and opens the log as Astro: parked events and redrives
+// are Astro's own business.
+func openParked(ctx context.Context, sub string, args []string, getenv func(string) string, stderr io.Writer) (*natslog.Log, *nats.Conn, string, func(), error) {
+	fs := flag.NewFlagSet("astro events "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := natsClient{Role: natsserver.UserAstro}
+	client.addFlags(fs, getenv)
+	projector := fs.String("projector", "", "only this projector")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, "", nil, err
+	}
+	log, nc, closeLog, err := openLog(ctx, client)
+	return log, nc, *projector, closeLog, err
 }
 
 // tailLine is an event as a consumer sees it: envelope and data.
