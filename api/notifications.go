@@ -35,16 +35,6 @@ type NotificationTimestampDto struct {
 	Timestamp time.Time `json:"timestamp"`
 }
 
-// sendRequest is the body of POST /api/data/notifications.
-type sendRequest struct {
-	RecipientID      string          `json:"recipientId"`
-	SenderID         string          `json:"senderId"`
-	NotificationType string          `json:"notificationType"`
-	Subject          string          `json:"subject"`
-	Message          string          `json:"message"`
-	Data             json.RawMessage `json:"data"`
-}
-
 func (s *Server) notificationRoutes() {
 	const base = "/api/data/notifications"
 	rt := s.router
@@ -209,14 +199,11 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ htt
 }
 
 func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
-	var req sendRequest
+	var req SendRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	sent, res, err := s.cfg.Notifications.Send.Handle(r.Context(), notifications.Send{
-		Caller: c, RecipientID: req.RecipientID, SenderID: req.SenderID, NotificationType: req.NotificationType,
-		Subject: req.Subject, Message: req.Message, Data: req.Data,
-	})
+	sent, res, err := s.cfg.Notifications.Send.Handle(r.Context(), req.Command(c))
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,8 @@
 // the same privilege (notifications:send), the workspace the token names.
 //
 // Subject astro.commands.notifications.send, request/reply, header
-// "Authorization: Bearer <JWT>". The payload is the HTTP send body:
+// "Authorization: Bearer <JWT>". The payload is the HTTP send body
+// (api.SendRequest, held by api.DecodeSend to the JSON body rules of HTTP):
 //
 //	{"recipientId":"u1","senderId":"<the sending user's UUID>","notificationType":"task",
 //	 "subject":"...","message":"...","data":{...}}
@@ -17,7 +18,6 @@
 package natscmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,7 +32,6 @@ import (
 	"astro/api/idempotency"
 	"astro/commands"
 	"astro/commands/notifications"
-	"astro/commands/storable"
 	"astro/events"
 	"astro/query"
 )
@@ -73,16 +72,6 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	return &Server{nc: nc, cfg: cfg}, nil
 }
 
-type sendMessage struct {
-	WorkspaceID      string          `json:"workspaceId"`
-	RecipientID      string          `json:"recipientId"`
-	SenderID         string          `json:"senderId"`
-	NotificationType string          `json:"notificationType"`
-	Subject          string          `json:"subject"`
-	Message          string          `json:"message"`
-	Data             json.RawMessage `json:"data"`
-}
-
 // Run serves until ctx ends. Instances share the work through a queue group.
 func (s *Server) Run(ctx context.Context) error {
 	sub, err := s.nc.QueueSubscribe(SendSubject, "astro", func(m *nats.Msg) { s.send(ctx, m) })
@@ -108,27 +97,18 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 		}
 	}
 	if err == nil {
-		var msg sendMessage
-		unstorable := storable.Err(m.Data)
+		var req api.SendRequest
+		req, err = api.DecodeSend(m.Data)
 		switch {
-		case len(bytes.TrimSpace(m.Data)) == 0 || bytes.TrimSpace(m.Data)[0] != '{' || json.Unmarshal(m.Data, &msg) != nil:
-			err = commands.Errorf(commands.EInvalid, "The message is not a valid JSON object.")
-		case unstorable != nil:
-			// What the HTTP API refuses at its door, for the same reason:
-			// encoding/json would take it and the read model would not.
-			err = unstorable
-		case msg.WorkspaceID != "" && msg.WorkspaceID != caller.WorkspaceID:
+		case err != nil:
+		case req.WorkspaceID != "" && req.WorkspaceID != caller.WorkspaceID:
 			// The token decides the workspace; a field naming another one
 			// is a client bug or an attempt, and never acted on.
 			err = commands.Errorf(commands.EForbidden, "workspaceId is not the workspace of the token.")
 		default:
 			var sent events.NotificationSent
 			var res commands.Result
-			sent, res, err = s.cfg.Notifications.Send.Handle(ctx, notifications.Send{
-				Caller:      caller,
-				RecipientID: msg.RecipientID, SenderID: msg.SenderID, NotificationType: msg.NotificationType,
-				Subject: msg.Subject, Message: msg.Message, Data: msg.Data,
-			})
+			sent, res, err = s.cfg.Notifications.Send.Handle(ctx, req.Command(caller))
 			if err == nil {
 				answer, err = s.cfg.Answers.Answer(ctx, caller, sent, res)
 			}
