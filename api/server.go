@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +23,6 @@ import (
 	"astro/commands"
 	"astro/commands/holidays"
 	"astro/commands/notifications"
-	"astro/commands/storable"
 	"astro/events"
 	"astro/query"
 	"astro/query/history"
@@ -361,29 +358,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if err != nil {
 		return err
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return commands.Errorf(commands.EInvalid, "A JSON body is required.")
-	}
-	// Every body of this API is an object; json would take null (or a
-	// list, for a field-less target) as an empty request.
-	if bytes.TrimSpace(body)[0] != '{' {
-		return commands.Errorf(commands.EInvalid, "The body must be a JSON object.")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(dst); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return commands.Invalid(map[string][]string{typeErr.Field: {fmt.Sprintf("Expected a %s.", jsonKind(typeErr.Type.Kind().String()))}})
-		}
-		return commands.Errorf(commands.EInvalid, "The body is not valid JSON.")
-	}
-	// More() misses a stray '}' or ']'; what follows the value must be
-	// white space.
-	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
-		return commands.Errorf(commands.EInvalid, "The body is not valid JSON: unexpected data after the object.")
-	}
-	// encoding/json took in silence what the read model would refuse.
-	return storable.Err(body)
+	return decodeObject(body, dst)
 }
 
 // readBody reads the whole body, up to the limit.

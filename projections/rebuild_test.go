@@ -27,7 +27,7 @@ func projectedFresh(t *testing.T, f fixture, last uint64) string {
 	t.Helper()
 	fresh := migrated(t)
 	r, stop := start(t, f, fresh, notificationsProjector(t, fresh), 500)
-	waitFor(t, r, last)
+	caughtUp(t, r, last)
 	stop()
 	return dump(t, fresh) + counts(t, fresh)
 }
@@ -68,7 +68,7 @@ func TestRebuildBesideTheLiveModelSwitchesWhenTheyAgree(t *testing.T) {
 	}
 	live, stop := start(t, f, db, notificationsProjector(t, db), 50)
 	defer stop()
-	waitFor(t, live, f.history(t, 150))
+	caughtUp(t, live, f.history(t, 150))
 
 	var mu sync.Mutex
 	var seen []projections.Progress
@@ -106,7 +106,7 @@ func TestRebuildBesideTheLiveModelSwitchesWhenTheyAgree(t *testing.T) {
 
 	// The live runner goes on applying, into the new tables.
 	last = max(last, f.history(t, 20))
-	waitFor(t, live, last)
+	caughtUp(t, live, last)
 	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
 		t.Fatalf("read model after the switch differs from a fresh projection:\n%s\n%s", got, want)
 	}
@@ -122,7 +122,7 @@ func TestRebuildThatDisagreesSwitchesOnlyWhenForced(t *testing.T) {
 	db := migrated(t)
 	live, stop := start(t, f, db, notificationsProjector(t, db), 50)
 	last := f.history(t, 60)
-	waitFor(t, live, last)
+	caughtUp(t, live, last)
 	stop()
 	// A read model gone wrong: a row altered by hand, a count off by one.
 	if _, err := db.Exec(`UPDATE notifications SET subject = 'tampered' WHERE seq = (SELECT min(seq) FROM notifications)`); err != nil {
@@ -165,7 +165,7 @@ func TestRebuildResumesAfterACrash(t *testing.T) {
 	f := newFixture(t)
 	db := migrated(t)
 	live, stop := start(t, f, db, notificationsProjector(t, db), 50)
-	waitFor(t, live, f.history(t, 100))
+	caughtUp(t, live, f.history(t, 100))
 	stop()
 	last := f.history(t, 20) // not yet in the live model: no projector runs
 	ctx, crash := context.WithCancel(context.Background())
@@ -203,7 +203,7 @@ func TestRebuildResumesAfterACrash(t *testing.T) {
 	// The rebuild went only as far as the live model, and the runner goes
 	// on from there.
 	r, stop := start(t, f, db, notificationsProjector(t, db), 50)
-	waitFor(t, r, last)
+	caughtUp(t, r, last)
 	stop()
 	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
 		t.Fatalf("read model differs from a fresh projection:\n%s\n%s", got, want)
@@ -228,12 +228,12 @@ func TestNewProjectorVersionRebuildsAtStart(t *testing.T) {
 	f := newFixture(t)
 	db := migrated(t)
 	old, stop := start(t, f, db, notificationsProjector(t, db), 50)
-	waitFor(t, old, f.history(t, 80))
+	caughtUp(t, old, f.history(t, 80))
 	stop()
 
 	r, stop := start(t, f, db, shouting{notificationsProjector(t, db)}, 50)
 	last := f.history(t, 10) // served and applied by the live model meanwhile
-	waitFor(t, r, last)
+	caughtUp(t, r, last)
 	deadline := time.Now().Add(30 * time.Second)
 	var version int
 	for time.Now().Before(deadline) {
@@ -249,7 +249,7 @@ func TestNewProjectorVersionRebuildsAtStart(t *testing.T) {
 		t.Fatalf("checkpoint version %d after the new version started (state %s)", version, r.State())
 	}
 	last = max(last, f.history(t, 5))
-	waitFor(t, r, last)
+	caughtUp(t, r, last)
 	var lower int
 	if err := db.Get(&lower, `SELECT count(*) FROM notifications WHERE subject <> upper(subject)`); err != nil || lower != 0 {
 		t.Fatalf("%d rows the new version did not make (%v)", lower, err)
@@ -259,7 +259,7 @@ func TestNewProjectorVersionRebuildsAtStart(t *testing.T) {
 	// An instance of the previous release does not rebuild back.
 	prev, stopPrev := start(t, f, db, notificationsProjector(t, db), 50)
 	defer stopPrev()
-	waitFor(t, prev, f.history(t, 3))
+	caughtUp(t, prev, f.history(t, 3))
 	if err := db.Get(&version, `SELECT version FROM projector_checkpoints WHERE name = 'notifications'`); err != nil || version != 2 {
 		t.Fatalf("checkpoint version %d after the previous version ran (%v)", version, err)
 	}
@@ -297,7 +297,7 @@ func TestRecreatedLogIsNotSkipped(t *testing.T) {
 	f := newFixture(t)
 	db := migrated(t)
 	r, stop := start(t, f, db, notificationsProjector(t, db), 50)
-	waitFor(t, r, f.history(t, 60))
+	caughtUp(t, r, f.history(t, 60))
 	stop()
 
 	ctx := context.Background()
@@ -318,9 +318,9 @@ func TestRecreatedLogIsNotSkipped(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r2.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	waitFor(t, r2, last)
+	caughtUp(t, r2, last)
 	more := f2.history(t, 5)
-	waitFor(t, r2, more)
+	caughtUp(t, r2, more)
 	if !strings.Contains(logs.String(), "ERROR the log does not hold the read model's history") {
 		t.Fatalf("no error logged:\n%s", logs)
 	}
