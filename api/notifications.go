@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -243,9 +244,12 @@ func (a SendAnswers) Answer(ctx context.Context, c commands.Caller, sent events.
 	case err != nil:
 		return query.NotificationDto{}, unavailable(err)
 	case !found:
-		// The inbox holds it and the read model, caught up, does not:
-		// the event was parked. Nothing a retry of this request fixes.
-		return query.NotificationDto{}, commands.Errorf(commands.EUnprocessable, "This Idempotency-Key was already used for a notification that cannot be shown.")
+		// The inbox holds it and the read model, at the inbox's position,
+		// does not show it: parked, or (seen once in the fault suite, after
+		// a kill -9) not visible yet. Either way the first request's answer
+		// is not known here, so this is no answer: the client retries.
+		return query.NotificationDto{}, &commands.Error{Code: commands.EUnavailable, Message: "The notification sent under this Idempotency-Key is still being stored; try again in a moment.",
+			Err: fmt.Errorf("notification %s of %s/%s pending in the inbox at %d, not in the read model", sent.NotificationID, c.WorkspaceID, sent.RecipientID, res.Seq)}
 	case !sameContent(stored, sent):
 		return query.NotificationDto{}, IdempotencyError(idempotency.ErrMismatch)
 	}
