@@ -369,21 +369,7 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 	r.setReady(true)
 	r.cfg.Logger.Info("projector running", "from", pos+1)
 
-	// Losing the lock's connection loses the lock: stop writing at once.
-	lost := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			if err := lock.PingContext(ctx); err != nil && ctx.Err() == nil {
-				lost <- fmt.Errorf("projector %s: lock connection lost: %w", r.p.Name(), err)
-				return
-			}
-		}
-	}()
+	lost := r.watchLock(ctx, lock)
 
 	// Redrives run here, between batches, from the instance that writes.
 	redrives := make(chan *nats.Msg, 4)
@@ -412,23 +398,54 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		batch = r.fill(ctx, msgs, batch)
 		var gap error
 		batch, delivered, gap = contiguous(batch, delivered)
-		for wait := 100 * time.Millisecond; len(batch) > 0; wait = min(2*wait, 30*time.Second) {
-			err := r.apply(ctx, batch)
-			if err == nil || ctx.Err() != nil {
-				break
-			}
-			r.cfg.Logger.Error("apply batch failed, will retry", "err", err, "retry_in", wait)
-			select {
-			case <-ctx.Done():
-			case err := <-lost:
-				return err
-			case <-time.After(wait):
-			}
+		if err := r.applyRetrying(ctx, batch, lost); err != nil {
+			return err
 		}
 		if gap != nil {
 			return fmt.Errorf("projector %s: %w", r.p.Name(), gap)
 		}
 	}
+}
+
+// watchLock pings the connection that holds the projector's lock: losing
+// the connection loses the lock, and the channel then says so, so that
+// the runner stops writing at once.
+func (r *Runner) watchLock(ctx context.Context, lock *sqlx.Conn) <-chan error {
+	lost := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if err := lock.PingContext(ctx); err != nil && ctx.Err() == nil {
+				lost <- fmt.Errorf("projector %s: lock connection lost: %w", r.p.Name(), err)
+				return
+			}
+		}
+	}()
+	return lost
+}
+
+// applyRetrying applies batch until it succeeds: a failure here is a
+// passing one (the database is down), since what cannot be applied at all
+// is parked. It gives up only when the lock is lost or ctx ends.
+func (r *Runner) applyRetrying(ctx context.Context, batch []jetstream.Msg, lost <-chan error) error {
+	for wait := 100 * time.Millisecond; len(batch) > 0; wait = min(2*wait, 30*time.Second) {
+		err := r.apply(ctx, batch)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		r.cfg.Logger.Error("apply batch failed, will retry", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+		case err := <-lost:
+			return err
+		case <-time.After(wait):
+		}
+	}
+	return nil
 }
 
 // contiguous cuts batch before the first message that does not follow the
