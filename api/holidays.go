@@ -130,8 +130,8 @@ func (s *Server) holidayRoutes() {
 }
 
 func (s *Server) getHoliday(w http.ResponseWriter, r *http.Request, c commands.Caller, id string) (any, error) {
-	if !validGUID(id) {
-		return nil, commands.Invalid(map[string][]string{"id": {"The id must be a GUID."}})
+	if !events.ValidUUID(id) {
+		return nil, commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
 	}
 	if asOf := r.URL.Query().Get("asOf"); asOf != "" {
 		at, err := time.Parse(time.RFC3339Nano, asOf)
@@ -175,8 +175,8 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 
 func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 	id := p.ByName("id")
-	if !validGUID(id) {
-		return commands.Invalid(map[string][]string{"id": {"The id must be a GUID."}})
+	if !events.ValidUUID(id) {
+		return commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
 	}
 	var req HolidayUpdateDto
 	if err := s.decode(w, r, &req); err != nil {
@@ -244,5 +244,3 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 	return nil
 }
 
-// validGUID accepts the canonical form the API hands out.
-func validGUID(id string) bool { return events.ValidUUID(id) }

@@ -101,7 +101,7 @@ type RenameHandler struct {
 func (h RenameHandler) Handle(ctx context.Context, cmd Rename) (Holiday, commands.Result, error) {
 	v := commands.Validation{}
 	if !events.ValidUUID(cmd.HolidayID) {
-		v.Add("id", "The id must be a GUID.")
+		v.Add("id", "The id must be a UUID.")
 	}
 	reason := cleanReason(v, cmd.Reason)
 	if err := v.Err(); err != nil {

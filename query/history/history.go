@@ -53,7 +53,7 @@ func notFound() error { return commands.Errorf(commands.ENotFound, "The holiday 
 // History returns every event of a holiday in log order.
 func (h *Holidays) History(ctx context.Context, workspaceID, id string) ([]HolidayEvent, error) {
 	if !events.ValidUUID(id) {
-		return nil, commands.Invalid(map[string][]string{"id": {"The id must be a GUID."}})
+		return nil, commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
 	}
 	var out []HolidayEvent
 	subject := events.Subject(workspaceID, events.Aggregate{Kind: events.KindHoliday, ID: id})
