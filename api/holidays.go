@@ -243,4 +243,3 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 	writeOK(w, ResourceDto{ID: u.ResourceID, Name: u.Name, CountryCode: u.CountryCode, IsActive: u.IsActive, IsGuest: u.IsGuest})
 	return nil
 }
-
