@@ -158,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 		s.metrics = noMetrics{}
 	}
 	s.other = s.metrics.Route("", "")
-	s.sends = SendAnswers{Queries: cfg.NotificationQueries, Projected: cfg.NotificationsProjected, Wait: cfg.ReadYourWrites}
+	s.sends = SendAnswers{Queries: cfg.NotificationQueries, Projected: cfg.NotificationsProjected, Wait: cfg.ReadYourWrites, Log: cfg.Logger}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), cfg.Now)
 	}

@@ -224,7 +224,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	cmds, err := natscmd.New(nc, natscmd.Config{
 		Notifications: notify, Verifier: verifier, Idempotency: idem, Logger: log,
-		Answers: api.SendAnswers{Queries: notifQueries, Projected: notifRunner, Wait: 5 * time.Second},
+		Answers: api.SendAnswers{Queries: notifQueries, Projected: notifRunner, Wait: 5 * time.Second, Log: log},
 	})
 	if err != nil {
 		return err
