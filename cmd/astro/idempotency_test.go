@@ -136,3 +136,42 @@ func TestSendAfterItsKeyRecordHasGone(t *testing.T) {
 		t.Fatalf("%d NotificationSent, want 2", n)
 	}
 }
+
+// TestSendRetriedAfterItsNotificationWasDeleted: a retry whose key's
+// record has gone, of a send whose notification the user deleted since,
+// appends nothing (the log's duplicate window knows its key-derived event
+// id) and was answered 422 "cannot be shown"; the fault suite met it after
+// a kill -9. It was delivered as asked: the answer is the notification.
+func TestSendRetriedAfterItsNotificationWasDeleted(t *testing.T) {
+	s := startService(t)
+	svc := sender(t, "w1")
+	alice := token(t, "alice", "w1")
+	body := `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"gone"}`
+	var first notificationDto
+	s.call("POST", sendPath, svc, body, "Idempotency-Key", "k").want(t, 200).decode(t, &first)
+	s.call("DELETE", "/api/data/notifications/delete/"+first.ID, alice, nil).want(t, 200)
+
+	js, err := jetstream.New(s.connectNATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := js.Stream(t.Context(), "KV_ASTRO_IDEMPOTENCY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	var again notificationDto
+	s.call("POST", sendPath, svc, body, "Idempotency-Key", "k").want(t, 200).decode(t, &again)
+	if again.ID != first.ID || again.Subject != "gone" {
+		t.Fatalf("retry answered %+v for %+v", again, first)
+	}
+	if n := len(s.logEvents(t, "NotificationSent")); n != 1 {
+		t.Fatalf("%d NotificationSent, want 1", n)
+	}
+	if n := s.unread(alice); n != 0 {
+		t.Fatalf("the deleted notification came back: %d unread", n)
+	}
+}

@@ -43,7 +43,9 @@ type SendHandler struct{ deps }
 // inbox goes over MaxPending. It returns the delivered notification.
 //
 // A send under an Idempotency-Key whose notification is pending already
-// (a retry after the key's record has gone) appends nothing: res.Events is
+// (a retry after the key's record has gone) appends nothing, and neither
+// does one whose events the log recognises from an earlier attempt (its
+// duplicate window, after the notification was deleted): res.Events is
 // empty, sent is this request, and what was delivered is the read model's
 // to tell.
 func (h SendHandler) Handle(ctx context.Context, cmd Send) (events.NotificationSent, commands.Result, error) {
