@@ -17,21 +17,31 @@ func flatQuery(raw string) string {
 	if !strings.Contains(raw, "[") && !strings.Contains(raw, "%5B") && !strings.Contains(raw, "%5b") {
 		return raw
 	}
-	q, err := url.ParseQuery(raw)
-	if err != nil {
-		return raw
-	}
+	// Pair by pair, in order: an array's elements keep theirs, which a
+	// map of values would not.
+	var b strings.Builder
 	changed := false
-	flat := make(url.Values, len(q))
-	for k, vs := range q {
-		name := flatName(k)
-		changed = changed || name != k
-		flat[name] = append(flat[name], vs...)
+	for i, pair := range strings.Split(raw, "&") {
+		k, v, hasValue := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			return raw
+		}
+		if name := flatName(key); name != key {
+			changed, k = true, url.QueryEscape(name)
+		}
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(k)
+		if hasValue {
+			b.WriteString("=" + v)
+		}
 	}
 	if !changed {
 		return raw
 	}
-	return flat.Encode()
+	return b.String()
 }
 
 // flatName is the plain name of a query key: "params[x]" is "x", and a
