@@ -209,20 +209,6 @@ func BenchmarkMemory(b *testing.B) {
 			b.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
 		}
 	}
-	parallel := func(n int, op func(i int)) {
-		var wg sync.WaitGroup
-		var next atomic.Int64
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := int(next.Add(1) - 1); i < n && !b.Failed(); i = int(next.Add(1) - 1) {
-					op(i)
-				}
-			}()
-		}
-		wg.Wait()
-	}
 	svc := sender(b, "w1")
 	tokens := make([]string, users)
 	for u := range users {
@@ -230,11 +216,11 @@ func BenchmarkMemory(b *testing.B) {
 	}
 	for range b.N {
 		start := time.Now()
-		parallel(users*each, func(i int) {
+		parallel(b, workers, users*each, func(i int) {
 			request("POST", sendPath, svc, fmt.Sprintf(`{"recipientId":"user-%d","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"Task %d","message":"You have a new task"}`, i%users, i))
 		})
 		b.Logf("%d sends in %s", users*each, time.Since(start).Round(time.Second))
-		parallel(users, func(u int) {
+		parallel(b, workers, users, func(u int) {
 			request("GET", "/api/data/notifications/unreadcount", tokens[u], "")
 			request("GET", "/api/data/notifications", tokens[u], "")
 		})
@@ -262,4 +248,21 @@ func freePort(b *testing.B) string {
 	}
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// parallel runs op(0) to op(n-1) on workers goroutines, each taking the
+// next i, and stops handing out work once b has failed.
+func parallel(b *testing.B, workers, n int, op func(i int)) {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n && !b.Failed(); i = int(next.Add(1) - 1) {
+				op(i)
+			}
+		}()
+	}
+	wg.Wait()
 }

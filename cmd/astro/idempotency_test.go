@@ -98,18 +98,7 @@ func TestSendAfterItsKeyRecordHasGone(t *testing.T) {
 	body := `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"first","data":{"taskName":"T","projectName":"P"}}`
 	first := s.call("POST", sendPath, svc, body, "Idempotency-Key", "k").want(t, 200)
 
-	// What expiry does, at once: the bucket forgets every key.
-	js, err := jetstream.New(s.connectNATS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bucket, err := js.Stream(t.Context(), "KV_ASTRO_IDEMPOTENCY")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bucket.Purge(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	forgetKeys(t, s)
 
 	// The same request, spelled differently: the stored notification,
 	// its first creation date included.
@@ -151,17 +140,7 @@ func TestSendRetriedAfterItsNotificationWasDeleted(t *testing.T) {
 	s.call("POST", sendPath, svc, body, "Idempotency-Key", "k").want(t, 200).decode(t, &first)
 	s.call("DELETE", "/api/data/notifications/delete/"+first.ID, alice, nil).want(t, 200)
 
-	js, err := jetstream.New(s.connectNATS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bucket, err := js.Stream(t.Context(), "KV_ASTRO_IDEMPOTENCY")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bucket.Purge(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	forgetKeys(t, s)
 
 	var again notificationDto
 	s.call("POST", sendPath, svc, body, "Idempotency-Key", "k").want(t, 200).decode(t, &again)
@@ -173,5 +152,22 @@ func TestSendRetriedAfterItsNotificationWasDeleted(t *testing.T) {
 	}
 	if n := s.unread(alice); n != 0 {
 		t.Fatalf("the deleted notification came back: %d unread", n)
+	}
+}
+
+// forgetKeys empties the idempotency bucket: what expiry does to every
+// key, at once.
+func forgetKeys(t *testing.T, s *service) {
+	t.Helper()
+	js, err := jetstream.New(s.connectNATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := js.Stream(t.Context(), "KV_ASTRO_IDEMPOTENCY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.Purge(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

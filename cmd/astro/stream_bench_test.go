@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -170,18 +169,7 @@ func BenchmarkStreams(b *testing.B) {
 
 	before := rss()
 	start := time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for u := int(next.Add(1) - 1); u < streams && !b.Failed(); u = int(next.Add(1) - 1) {
-				open(u)
-			}
-		}()
-	}
-	wg.Wait()
+	parallel(b, workers, streams, open)
 	if b.Failed() {
 		b.FailNow()
 	}
