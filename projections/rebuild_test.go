@@ -305,7 +305,7 @@ func TestRecreatedLogIsNotSkipped(t *testing.T) {
 	if err := f.log.JetStream().DeleteStream(ctx, f.log.Stream()); err != nil {
 		t.Fatal(err)
 	}
-	f2 := newFixtureOn(t, nc)
+	f2 := newFixtureOn(t, nc, "inbox.test2")
 	last := f2.history(t, 10) // far fewer events: their sequences are below the checkpoint
 
 	logs := &records{}
@@ -329,14 +329,15 @@ func TestRecreatedLogIsNotSkipped(t *testing.T) {
 	}
 }
 
-// newFixtureOn is a fixture whose log is on nc's server, created if missing.
-func newFixtureOn(t *testing.T, nc *nats.Conn) fixture {
+// newFixtureOn is a fixture whose log is on nc's server, created if
+// missing, with its inbox snapshots under name.
+func newFixtureOn(t *testing.T, nc *nats.Conn, name string) fixture {
 	t.Helper()
 	l, err := natslog.Open(context.Background(), nc, natslog.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: "inbox.test2"})
+	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,20 +29,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	ctx := context.Background()
-	l, err := natslog.Open(ctx, natstest.Conn(t), natslog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: "inbox.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := notifications.NewHandlers(store, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fixture{log: l, cmd: h}
+	return newFixtureOn(t, natstest.Conn(t), "inbox.test")
 }
 
 // history appends a mixed history for a few users and returns the last
