@@ -57,6 +57,10 @@ type Config struct {
 	HolidaysProjected Waiter
 	Resources         *query.Resources
 
+	// Erasure erases a user's notifications or a workspace's data on
+	// request.
+	Erasure Erasure
+
 	// Log tells reads which log position the read models must reflect.
 	Log Positions
 
@@ -122,7 +126,7 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Verifier == nil || cfg.Ready == nil ||
 		cfg.Notifications == nil || cfg.NotificationQueries == nil || cfg.NotificationsProjected == nil ||
-		cfg.Holidays == nil || cfg.HolidayQueries == nil || cfg.HolidayHistory == nil || cfg.HolidaysProjected == nil ||
+		cfg.Holidays == nil || cfg.HolidayQueries == nil || cfg.HolidayHistory == nil || cfg.HolidaysProjected == nil || cfg.Erasure == nil ||
 		cfg.Resources == nil || cfg.Log == nil || cfg.Inboxes == nil || cfg.InboxLog == nil {
 		return nil, errors.New("api: New needs a verifier, a readiness check, the log, the inboxes, and the handlers, queries and waiters of each domain")
 	}
@@ -210,6 +214,7 @@ func (s *Server) routes() {
 	}
 	s.notificationRoutes()
 	s.holidayRoutes()
+	s.erasureRoutes()
 }
 
 // ServeHTTP implements http.Handler.

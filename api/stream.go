@@ -40,9 +40,11 @@ type InboxLog interface {
 	// Read calls fn for each event of subject after position after, up to
 	// the log's end.
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
-	// Position is the log's last position; FirstSeq its oldest.
-	Position(ctx context.Context) (uint64, error)
-	FirstSeq(ctx context.Context) (uint64, error)
+	// End is the last position of the stream that keeps events of kind.
+	End(ctx context.Context, kind string) (uint64, error)
+	// FirstSeq is the position of the oldest event the log holds on
+	// subject: compaction and erasure remove an inbox's early events.
+	FirstSeq(ctx context.Context, subject string) (uint64, error)
 }
 
 // StreamConfig tunes the notification stream. Zero values take defaults.
@@ -264,7 +266,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		return unavailable(err)
 	}
 	defer unsubscribe()
-	first, err := s.cfg.InboxLog.FirstSeq(ctx)
+	first, err := s.cfg.InboxLog.FirstSeq(ctx, subject)
 	if err != nil {
 		return unavailable(err)
 	}
@@ -276,21 +278,20 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	)
 	err = s.cfg.Inboxes.Load(ctx, subject, func(cur *notifications.Inbox, seq uint64) error {
 		switch {
-		case !resume || after+1 < first:
-			// A new client, or one whose position the log no longer holds.
+		case !resume || after+1 < first || first == 0:
+			// A new client, or one whose position the log no longer holds
+			// (compacted or erased since, or cut by limits).
 			in, applied, snapshot = cur.Clone(), seq, true
 		case seq <= after:
 			// This instance's copy may be older than what the client saw
 			// (another instance took the writes since): fold on from it,
 			// sending only what follows the client's position.
 			in, applied, silent = cur.Clone(), seq, after
-		case first > 1:
-			// Missed events, and the inbox's early history is gone: the
-			// state at after cannot be rebuilt.
-			in, applied, snapshot = cur.Clone(), seq, true
 		default:
 			// Missed events: rebuild the state at after from the inbox's
-			// own events, sending only those after it.
+			// own events, sending only those after it. What the log holds
+			// of an inbox from its first event on rebuilds it: a compaction
+			// restates everything before it.
 			in, applied, silent = notifications.NewInbox(), 0, after
 		}
 		return nil
@@ -300,7 +301,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	}
 	if resume && !snapshot && applied <= after && after > 0 {
 		// A position past the log's end cannot come from this stream.
-		last, err := s.cfg.InboxLog.Position(ctx)
+		last, err := s.cfg.InboxLog.End(ctx, events.KindInbox)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -341,6 +342,13 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		applied = e.Seq
 		if e.Seq <= silent {
 			return nil
+		}
+		switch e.Type {
+		case events.InboxCompacted{}.EventType():
+			return nil // it restates what the client has
+		case events.InboxErased{}.EventType():
+			sw.event("snapshot", e.Seq, StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()})
+			return sw.err
 		}
 		change, err := changeOf(e, in)
 		if err != nil {

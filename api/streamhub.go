@@ -52,7 +52,7 @@ func (h *hub) subscribe(ctx context.Context, subject string) (*follower, func(),
 	if !h.running && !h.closed {
 		// Everything after the log's end now goes through the hub; what is
 		// before it, the stream reads itself.
-		pos, err := h.log.Position(ctx)
+		pos, err := h.log.End(ctx, events.KindInbox)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -217,8 +217,7 @@ func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Ev
 	for _, e := range evs {
 		last, err := s.log.Append(ctx, c.key, c.seq, []events.Event{e})
 		if errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrAlreadyAppended) {
-			if err := s.catchUp(ctx, c); err != nil {
-				s.forget(c.key)
+			if _, err := s.current(ctx, c); err != nil {
 				return false, err
 			}
 			if errors.Is(err, events.ErrConflict) {
@@ -259,6 +258,11 @@ func (s *Store[A]) current(ctx context.Context, c *cached[A]) (bool, error) {
 	}
 	if last == c.seq {
 		return true, nil
+	}
+	if last < c.seq {
+		// The subject's events were erased (a workspace's erasure, its
+		// snapshots with them): what c holds is gone, start again.
+		c.agg, c.seq, c.snapSeq = s.fresh(), 0, 0
 	}
 	if err := s.catchUp(ctx, c); err != nil {
 		s.forget(c.key)

@@ -12,6 +12,9 @@ const (
 	KindInbox    = "inbox"
 	KindHoliday  = "holiday"
 	KindResource = "resource"
+	// KindWorkspace is a workspace as a whole; its one event so far is
+	// its erasure, on the subject whose id is the workspace itself.
+	KindWorkspace = "workspace"
 )
 
 // SubjectPrefix is the root of every event subject in the log.

@@ -45,3 +45,18 @@ func (ResourceUpserted) EventType() string { return "ResourceUpserted" }
 func (HolidayCreated) EventVersion() int   { return 2 }
 func (HolidayRenamed) EventVersion() int   { return 1 }
 func (ResourceUpserted) EventVersion() int { return 1 }
+
+// WorkspaceErased: a workspace's data was erased on request (tenant
+// offboarding). Every holiday and resource event of the workspace was
+// removed from the log, and every inbox erased; this event, on the
+// workspace's own subject, is what its audit history keeps. Who asked is
+// the event's actor.
+type WorkspaceErased struct {
+	ErasureID string `json:"erasureId"`
+	Holidays  int    `json:"holidays"` // aggregates whose history was removed
+	Resources int    `json:"resources"`
+	Inboxes   int    `json:"inboxes"`
+}
+
+func (WorkspaceErased) EventType() string { return "WorkspaceErased" }
+func (WorkspaceErased) EventVersion() int { return 1 }

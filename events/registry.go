@@ -13,6 +13,9 @@ var registry = map[string]func() Payload{
 	"HolidayCreated":          func() Payload { return new(HolidayCreated) },
 	"HolidayRenamed":          func() Payload { return new(HolidayRenamed) },
 	"ResourceUpserted":        func() Payload { return new(ResourceUpserted) },
+	"InboxCompacted":          func() Payload { return new(InboxCompacted) },
+	"InboxErased":             func() Payload { return new(InboxErased) },
+	"WorkspaceErased":         func() Payload { return new(WorkspaceErased) },
 }
 
 // Types lists every event type, for schemas and documentation.

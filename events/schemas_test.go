@@ -91,6 +91,7 @@ func TestSchemasMatchPayloads(t *testing.T) {
 	at := time.Date(2027, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	id := events.NewID(at)
 	other := events.NameID("w1", "alice", "key", "0")
+	compaction, erasure := events.NewID(at), events.NewID(at)
 	valid := []events.Payload{
 		events.NotificationSent{NotificationID: id, RecipientID: "alice", SenderID: "svc-tasks", NotificationType: "task.assigned",
 			Subject: "s", Message: "m", Data: json.RawMessage(`{"taskId":42}`), CreateDate: at},
@@ -108,6 +109,15 @@ func TestSchemasMatchPayloads(t *testing.T) {
 		events.HolidayRenamed{HolidayID: id, OldReason: "Boxing Day", NewReason: "St Stephen's Day"},
 		events.ResourceUpserted{ResourceID: "r-1", Name: "Ann", CountryCode: "GB", IsActive: true, IsGuest: false},
 		events.ResourceUpserted{ResourceID: "r-2", Name: "", CountryCode: "", IsActive: false, IsGuest: true},
+		events.InboxCompacted{RecipientID: "alice", CompactionID: compaction, Part: 1, Parts: 2, NotificationIDs: []string{other, id},
+			Notifications: []events.CompactedNotification{{NotificationID: other, SenderID: "bob", NotificationType: "t", CreateDate: at, ReadDate: &at}}},
+		events.InboxCompacted{RecipientID: "alice", CompactionID: compaction, Part: 2, Parts: 2,
+			Notifications: []events.CompactedNotification{{NotificationID: id, SenderID: "svc-tasks", NotificationType: "task.assigned",
+				Subject: "s", Message: "m", Data: json.RawMessage(`{"taskId":42}`), CreateDate: at}}},
+		events.InboxCompacted{RecipientID: "alice", CompactionID: compaction, Part: 1, Parts: 1, Notifications: []events.CompactedNotification{}},
+		events.InboxErased{ErasureID: erasure, Notifications: 2},
+		events.InboxErased{ErasureID: erasure, Notifications: 0},
+		events.WorkspaceErased{ErasureID: erasure, Holidays: 3, Resources: 2, Inboxes: 1},
 	}
 	covered := map[string]bool{}
 	for _, p := range valid {
@@ -140,6 +150,12 @@ func TestSchemasMatchPayloads(t *testing.T) {
 		{"unknown delete reason", "NotificationDeleted", 1, `{"notificationId":"` + id + `","recipientId":"alice","reason":"expired"}`},
 		{"data not an object", "NotificationSent", 1, `{"notificationId":"` + id + `","recipientId":"a","senderId":"b","notificationType":"t","subject":"","message":"","data":[1],"createDate":"2027-01-01T00:00:00Z"}`},
 		{"recipient with a dot", "AllNotificationsDeleted", 1, `{"recipientId":"a.b","notificationIds":["` + id + `"],"reason":"bulk"}`},
+		{"ids on a later part", "InboxCompacted", 1, `{"recipientId":"alice","compactionId":"` + id + `","part":2,"parts":2,"notificationIds":["` + id + `"],"notifications":[]}`},
+		{"part 0", "InboxCompacted", 1, `{"recipientId":"alice","compactionId":"` + id + `","part":0,"parts":1,"notifications":[]}`},
+		{"null notifications", "InboxCompacted", 1, `{"recipientId":"alice","compactionId":"` + id + `","part":1,"parts":1,"notifications":null}`},
+		{"compacted without content", "InboxCompacted", 1, `{"recipientId":"alice","compactionId":"` + id + `","part":1,"parts":1,"notifications":[{"notificationId":"` + id + `","createDate":"2027-01-01T00:00:00Z"}]}`},
+		{"erasure naming the recipient", "InboxErased", 1, `{"erasureId":"` + id + `","notifications":1,"recipientId":"alice"}`},
+		{"negative count", "WorkspaceErased", 1, `{"erasureId":"` + id + `","holidays":-1,"resources":0,"inboxes":0}`},
 	}
 	for _, c := range invalid {
 		t.Run(c.name, func(t *testing.T) { validate(t, c.typ, c.version, c.data, false) })

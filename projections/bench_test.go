@@ -117,7 +117,7 @@ func BenchmarkRebuildRate(b *testing.B) {
 	case <-time.After(5 * time.Minute):
 		b.Fatal("publishing the log did not finish")
 	}
-	info, err := l.JetStream().Stream(ctx, l.Stream())
+	info, err := l.JetStream().Stream(ctx, l.Stream(events.KindInbox))
 	if err != nil || info.CachedInfo().State.Msgs != total {
 		b.Fatalf("log holds %d events (%v), want %d", info.CachedInfo().State.Msgs, err, total)
 	}
@@ -178,7 +178,7 @@ func BenchmarkRebuildRate(b *testing.B) {
 		start := time.Now()
 		var built time.Duration
 		res, err := projections.Rebuild(ctx, l.JetStream(), db, notificationsProjector(b, db), projections.RebuildConfig{
-			Stream: l.Stream(), Batch: batch, Force: true, MaxDiffs: 1,
+			Stream: l.Stream(events.KindInbox), Batch: batch, Force: true, MaxDiffs: 1,
 			Progress: func(p projections.Progress) {
 				if p.Phase == "comparing" && built == 0 {
 					built = time.Since(start)

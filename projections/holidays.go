@@ -13,7 +13,7 @@ import (
 // Holidays projects holiday and resource events into the holidays and
 // resources tables.
 type Holidays struct {
-	create, rename, upsertResources *sqlx.Stmt
+	create, rename, upsertResources, eraseHolidays, eraseResources *sqlx.Stmt
 }
 
 // NewHolidays prepares the projector's statements.
@@ -34,6 +34,8 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 			ON CONFLICT (workspace_id, id) DO UPDATE SET name = EXCLUDED.name, country_code = EXCLUDED.country_code,
 				is_active = EXCLUDED.is_active, is_guest = EXCLUDED.is_guest, seq = EXCLUDED.seq
 			WHERE resources.seq < EXCLUDED.seq`},
+		{&p.eraseHolidays, `DELETE FROM holidays WHERE workspace_id = $1`},
+		{&p.eraseResources, `DELETE FROM resources WHERE workspace_id = $1`},
 	}); err != nil {
 		return nil, err
 	}
@@ -51,7 +53,7 @@ func (*Holidays) Tables() []string { return []string{"holidays", "resources"} }
 
 // Subjects implements Projector.
 func (*Holidays) Subjects() []string {
-	return []string{events.KindSubjects(events.KindHoliday), events.KindSubjects(events.KindResource)}
+	return []string{events.KindSubjects(events.KindHoliday), events.KindSubjects(events.KindResource), events.KindSubjects(events.KindWorkspace)}
 }
 
 // resourceRows are the latest upserts of a batch, one per resource, as
@@ -108,6 +110,13 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 				pq.Array(orEmpty(v.CountryIDs)), pq.Array(orEmpty(v.ResourceIDs)), seq)
 		case *events.HolidayRenamed:
 			_, err = tx.StmtxContext(ctx, p.rename).ExecContext(ctx, ws, v.HolidayID, v.NewReason, seq)
+		case *events.WorkspaceErased:
+			// The upserts held back so far come before the erasure.
+			if err = p.upsert(ctx, tx, &res); err == nil {
+				if _, err = tx.StmtxContext(ctx, p.eraseHolidays).ExecContext(ctx, ws); err == nil {
+					_, err = tx.StmtxContext(ctx, p.eraseResources).ExecContext(ctx, ws)
+				}
+			}
 		default:
 			err = fmt.Errorf("%w: unexpected event %s", ErrUnappliable, e.Type)
 		}
@@ -115,6 +124,12 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 			return fmt.Errorf("apply %s (seq %d): %w", e.Type, e.Seq, err)
 		}
 	}
+	return p.upsert(ctx, tx, &res)
+}
+
+// upsert applies the resource upserts held in res as one statement, and
+// empties res.
+func (p *Holidays) upsert(ctx context.Context, tx *sqlx.Tx, res *resourceRows) error {
 	if len(res.id) == 0 {
 		return nil
 	}
@@ -122,6 +137,7 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 		pq.Array(res.country), pq.Array(res.active), pq.Array(res.guest), pq.Array(res.seq)); err != nil {
 		return fmt.Errorf("apply %d resource upserts: %w", len(res.id), err)
 	}
+	*res = resourceRows{}
 	return nil
 }
 

@@ -17,6 +17,9 @@ import (
 // each user's counts into notification_counts.
 type Notifications struct {
 	insert, read, del, unread, readAll, delAll, counts *sqlx.Stmt
+	// A compaction restates an inbox and an erasure empties it: rare, and
+	// each made exact rather than fast.
+	keepOnly, restate, recount, erase, eraseCounts *sqlx.Stmt
 }
 
 // NewNotifications prepares the projector's statements.
@@ -44,10 +47,26 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 			WHERE workspace_id = $1 AND recipient_id = $2 AND id = ANY($3::uuid[]) AND read_date IS NULL`},
 		{&p.delAll, `WITH d AS (DELETE FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = ANY($3::uuid[]) RETURNING read_date)
 			SELECT count(*), count(*) FILTER (WHERE read_date IS NULL) FROM d`},
-		{&p.counts, `INSERT INTO notification_counts AS c (workspace_id, recipient_id, total, unread, seq)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::bigint[])
+		{&p.counts, `INSERT INTO notification_counts AS c (workspace_id, recipient_id, total, unread, seq, events, oldest)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::bigint[], $6::int[], $7::timestamptz[])
 			ON CONFLICT (workspace_id, recipient_id) DO UPDATE
-			SET total = c.total + EXCLUDED.total, unread = c.unread + EXCLUDED.unread, seq = GREATEST(c.seq, EXCLUDED.seq)`},
+			SET total = c.total + EXCLUDED.total, unread = c.unread + EXCLUDED.unread, seq = GREATEST(c.seq, EXCLUDED.seq),
+			    events = c.events + EXCLUDED.events, oldest = LEAST(c.oldest, EXCLUDED.oldest)`},
+		{&p.keepOnly, `DELETE FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id <> ALL($3::uuid[])`},
+		{&p.restate, `INSERT INTO notifications AS n (workspace_id, recipient_id, id, sender_id, notification_type, subject, message, data, create_date, read_date, seq)
+			SELECT $1, $2, * FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::timestamptz[], $10::timestamptz[], $11::bigint[])
+			ON CONFLICT (workspace_id, recipient_id, id) DO UPDATE SET read_date = EXCLUDED.read_date
+			WHERE n.read_date IS DISTINCT FROM EXCLUDED.read_date`},
+		// A compaction's first part starts the inbox's count of events
+		// since, and is the oldest event its log then holds; every part
+		// recounts what it restated.
+		{&p.recount, `INSERT INTO notification_counts AS c (workspace_id, recipient_id, total, unread, seq, events, oldest)
+			SELECT $1, $2, count(*), count(*) FILTER (WHERE read_date IS NULL), $3, 0, $5::timestamptz FROM notifications WHERE workspace_id = $1 AND recipient_id = $2
+			ON CONFLICT (workspace_id, recipient_id) DO UPDATE
+			SET total = EXCLUDED.total, unread = EXCLUDED.unread, seq = GREATEST(c.seq, EXCLUDED.seq),
+			    events = CASE WHEN $4 THEN 0 ELSE c.events END, oldest = CASE WHEN $4 THEN EXCLUDED.oldest ELSE c.oldest END`},
+		{&p.erase, `DELETE FROM notifications WHERE workspace_id = $1 AND recipient_id = $2`},
+		{&p.eraseCounts, `DELETE FROM notification_counts WHERE workspace_id = $1 AND recipient_id = $2`},
 	}); err != nil {
 		return nil, err
 	}
@@ -58,7 +77,7 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 func (*Notifications) Name() string { return "notifications" }
 
 // Version implements Model.
-func (*Notifications) Version() int { return 1 }
+func (*Notifications) Version() int { return 2 }
 
 // Tables implements Model: a batch writes notifications first.
 func (*Notifications) Tables() []string { return []string{"notifications", "notification_counts"} }
@@ -90,6 +109,8 @@ type inboxKey struct{ ws, recipient string }
 type countDelta struct {
 	total, unread int
 	seq           uint64
+	events        int       // inbox events
+	oldest        time.Time // the oldest event's time
 }
 
 // batch accumulates a run of one event type as column arrays, and the
@@ -104,14 +125,19 @@ type batch struct {
 	counts map[inboxKey]*countDelta
 }
 
-func (b *batch) count(ws, recipient string, seq uint64) *countDelta {
+// count is the count change of e's inbox, which e adds to.
+func (b *batch) count(ws, recipient string, e events.Event) *countDelta {
 	k := inboxKey{ws, recipient}
 	d := b.counts[k]
 	if d == nil {
-		d = &countDelta{}
+		d = &countDelta{oldest: e.Time}
 		b.counts[k] = d
 	}
-	d.seq = max(d.seq, seq)
+	d.seq = max(d.seq, e.Seq)
+	d.events++
+	if e.Time.Before(d.oldest) {
+		d.oldest = e.Time
+	}
 	return d
 }
 
@@ -130,21 +156,21 @@ func (b *batch) add(ctx context.Context, e events.Event, payload events.Payload)
 	}
 	switch v := payload.(type) {
 	case *events.NotificationSent:
-		b.count(ws, v.RecipientID, e.Seq)
+		b.count(ws, v.RecipientID, e)
 		push(ws, v.RecipientID, v.NotificationID, v.SenderID, v.NotificationType, v.Subject, v.Message, v.CreateDate.Format(time.RFC3339Nano))
 		b.data = append(b.data, sql.NullString{String: string(v.Data), Valid: len(v.Data) > 0})
 		b.seq = append(b.seq, int64(e.Seq))
 		return nil
 	case *events.NotificationRead:
-		b.count(ws, v.RecipientID, e.Seq)
+		b.count(ws, v.RecipientID, e)
 		push(ws, v.RecipientID, v.NotificationID, v.ReadDate.Format(time.RFC3339Nano))
 		return nil
 	case *events.NotificationDeleted:
-		b.count(ws, v.RecipientID, e.Seq)
+		b.count(ws, v.RecipientID, e)
 		push(ws, v.RecipientID, v.NotificationID)
 		return nil
 	case *events.NotificationUnread:
-		d := b.count(ws, v.RecipientID, e.Seq)
+		d := b.count(ws, v.RecipientID, e)
 		res, err := b.tx.StmtxContext(ctx, b.p.unread).ExecContext(ctx, ws, v.RecipientID, v.NotificationID)
 		if err != nil {
 			return err
@@ -153,7 +179,7 @@ func (b *batch) add(ctx context.Context, e events.Event, payload events.Payload)
 		d.unread += int(n)
 		return nil
 	case *events.AllNotificationsRead:
-		d := b.count(ws, v.RecipientID, e.Seq)
+		d := b.count(ws, v.RecipientID, e)
 		res, err := b.tx.StmtxContext(ctx, b.p.readAll).ExecContext(ctx, ws, v.RecipientID, pq.Array(v.NotificationIDs), v.ReadDate)
 		if err != nil {
 			return err
@@ -162,7 +188,7 @@ func (b *batch) add(ctx context.Context, e events.Event, payload events.Payload)
 		d.unread -= int(n)
 		return nil
 	case *events.AllNotificationsDeleted:
-		d := b.count(ws, v.RecipientID, e.Seq)
+		d := b.count(ws, v.RecipientID, e)
 		var total, unread int
 		if err := b.tx.StmtxContext(ctx, b.p.delAll).QueryRowContext(ctx, ws, v.RecipientID, pq.Array(v.NotificationIDs)).Scan(&total, &unread); err != nil {
 			return err
@@ -170,8 +196,74 @@ func (b *batch) add(ctx context.Context, e events.Event, payload events.Payload)
 		d.total -= total
 		d.unread -= unread
 		return nil
+	case *events.InboxCompacted:
+		return b.restate(ctx, ws, e.Seq, e.Time, v)
+	case *events.InboxErased:
+		return b.erase(ctx, ws, e.Aggregate.ID)
 	}
 	return fmt.Errorf("%w: unexpected event %s", ErrUnappliable, e.Type)
+}
+
+// settle writes out what the batch holds so far, so a statement that
+// reads the tables sees it.
+func (b *batch) settle(ctx context.Context) error {
+	if err := b.flush(ctx); err != nil {
+		return err
+	}
+	if err := b.writeCounts(ctx); err != nil {
+		return err
+	}
+	clear(b.counts)
+	return nil
+}
+
+// restate makes the inbox's rows what a compaction part says: the first
+// part drops every notification it does not list, each part puts back the
+// ones it carries as they are. A projector that kept up changes nothing; one
+// that never saw the history (a rebuild from the compacted log) gets the
+// inbox whole.
+func (b *batch) restate(ctx context.Context, ws string, seq uint64, at time.Time, p *events.InboxCompacted) error {
+	if err := b.settle(ctx); err != nil {
+		return err
+	}
+	if p.Part == 1 {
+		ids := p.NotificationIDs
+		if ids == nil {
+			ids = []string{}
+		}
+		if _, err := b.tx.StmtxContext(ctx, b.p.keepOnly).ExecContext(ctx, ws, p.RecipientID, pq.Array(ids)); err != nil {
+			return err
+		}
+	}
+	n := len(p.Notifications)
+	ids, senders, types, subjects, messages, creates := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	data, reads, seqs := make([]sql.NullString, n), make([]sql.NullString, n), make([]int64, n)
+	for i, c := range p.Notifications {
+		ids[i], senders[i], types[i], subjects[i], messages[i] = c.NotificationID, c.SenderID, c.NotificationType, c.Subject, c.Message
+		creates[i], seqs[i] = c.CreateDate.Format(time.RFC3339Nano), int64(c.Seq)
+		data[i] = sql.NullString{String: string(c.Data), Valid: len(c.Data) > 0}
+		if c.ReadDate != nil {
+			reads[i] = sql.NullString{String: c.ReadDate.Format(time.RFC3339Nano), Valid: true}
+		}
+	}
+	if _, err := b.tx.StmtxContext(ctx, b.p.restate).ExecContext(ctx, ws, p.RecipientID, pq.Array(ids), pq.Array(senders), pq.Array(types),
+		pq.Array(subjects), pq.Array(messages), pq.Array(data), pq.Array(creates), pq.Array(reads), pq.Array(seqs)); err != nil {
+		return err
+	}
+	_, err := b.tx.StmtxContext(ctx, b.p.recount).ExecContext(ctx, ws, p.RecipientID, int64(seq), p.Part == 1, at)
+	return err
+}
+
+// erase removes every trace of the inbox from the read model.
+func (b *batch) erase(ctx context.Context, ws, recipient string) error {
+	if err := b.settle(ctx); err != nil {
+		return err
+	}
+	if _, err := b.tx.StmtxContext(ctx, b.p.erase).ExecContext(ctx, ws, recipient); err != nil {
+		return err
+	}
+	_, err := b.tx.StmtxContext(ctx, b.p.eraseCounts).ExecContext(ctx, ws, recipient)
+	return err
 }
 
 // flush applies the pending run as one statement.
@@ -236,12 +328,15 @@ func (b *batch) writeCounts(ctx context.Context) error {
 		return keys[i].ws < keys[j].ws || keys[i].ws == keys[j].ws && keys[i].recipient < keys[j].recipient
 	})
 	ws, recipient := make([]string, len(keys)), make([]string, len(keys))
-	total, unread, seq := make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+	total, unread, seq, evs := make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+	oldest := make([]string, len(keys))
 	for i, k := range keys {
 		d := b.counts[k]
-		ws[i], recipient[i], total[i], unread[i], seq[i] = k.ws, k.recipient, int64(d.total), int64(d.unread), int64(d.seq)
+		ws[i], recipient[i], total[i], unread[i], seq[i], evs[i] = k.ws, k.recipient, int64(d.total), int64(d.unread), int64(d.seq), int64(d.events)
+		oldest[i] = d.oldest.Format(time.RFC3339Nano)
 	}
-	_, err := b.tx.StmtxContext(ctx, b.p.counts).ExecContext(ctx, pq.Array(ws), pq.Array(recipient), pq.Array(total), pq.Array(unread), pq.Array(seq))
+	_, err := b.tx.StmtxContext(ctx, b.p.counts).ExecContext(ctx, pq.Array(ws), pq.Array(recipient), pq.Array(total), pq.Array(unread), pq.Array(seq),
+		pq.Array(evs), pq.Array(oldest))
 	if err != nil {
 		return fmt.Errorf("notification counts: %w", err)
 	}

@@ -59,7 +59,7 @@ func TestPoisonEventsAreParkedAndRedriven(t *testing.T) {
 	db := migrated(t)
 	p := &picky{Notifications: notificationsProjector(t, db)}
 	p.refuse.Store(buggy)
-	r, err := projections.NewRunner(f.log.JetStream(), db, p, projections.RunnerConfig{Stream: f.log.Stream(), Parking: f.log})
+	r, err := projections.NewRunner(f.log.JetStream(), db, p, projections.RunnerConfig{Stream: f.log.StreamFor(p.Subjects()[0]), Parking: f.log})
 	if err != nil {
 		t.Fatal(err)
 	}

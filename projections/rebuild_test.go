@@ -44,7 +44,7 @@ func counts(t *testing.T, db *sqlx.DB) string {
 
 func rebuild(t *testing.T, f fixture, db *sqlx.DB, cfg projections.RebuildConfig) (projections.RebuildResult, error) {
 	t.Helper()
-	cfg.Stream = f.log.Stream()
+	cfg.Stream = f.log.Stream(events.KindInbox)
 	return projections.Rebuild(context.Background(), f.log.JetStream(), db, notificationsProjector(t, db), cfg)
 }
 
@@ -100,7 +100,7 @@ func TestRebuildBesideTheLiveModelSwitchesWhenTheyAgree(t *testing.T) {
 		t.Fatalf("schemas left after the switch: %v", left)
 	}
 	var version int
-	if err := db.Get(&version, `SELECT version FROM projector_checkpoints WHERE name = 'notifications'`); err != nil || version != 1 {
+	if err := db.Get(&version, `SELECT version FROM projector_checkpoints WHERE name = 'notifications'`); err != nil || version != (&projections.Notifications{}).Version() {
 		t.Fatalf("checkpoint version %d, %v", version, err)
 	}
 
@@ -170,7 +170,7 @@ func TestRebuildResumesAfterACrash(t *testing.T) {
 	last := f.history(t, 20) // not yet in the live model: no projector runs
 	ctx, crash := context.WithCancel(context.Background())
 	_, err := projections.Rebuild(ctx, f.log.JetStream(), db, notificationsProjector(t, db), projections.RebuildConfig{
-		Stream: f.log.Stream(), Batch: 10, ProgressEvery: time.Nanosecond,
+		Stream: f.log.Stream(events.KindInbox), Batch: 10, ProgressEvery: time.Nanosecond,
 		Progress: func(p projections.Progress) {
 			if p.Applied >= 30 {
 				crash()
@@ -302,7 +302,7 @@ func TestRecreatedLogIsNotSkipped(t *testing.T) {
 
 	ctx := context.Background()
 	nc := f.log.JetStream().Conn()
-	if err := f.log.JetStream().DeleteStream(ctx, f.log.Stream()); err != nil {
+	if err := f.log.JetStream().DeleteStream(ctx, f.log.Stream(events.KindInbox)); err != nil {
 		t.Fatal(err)
 	}
 	f2 := newFixtureOn(t, nc, "inbox.test2")
@@ -310,7 +310,7 @@ func TestRecreatedLogIsNotSkipped(t *testing.T) {
 
 	logs := &records{}
 	r2, err := projections.NewRunner(f2.log.JetStream(), db, notificationsProjector(t, db),
-		projections.RunnerConfig{Stream: f2.log.Stream(), Logger: slog.New(logs)})
+		projections.RunnerConfig{Stream: f2.log.Stream(events.KindInbox), Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

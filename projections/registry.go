@@ -14,7 +14,8 @@ import (
 type Registration struct {
 	Name string
 	// Kinds are the aggregate kinds whose events it consumes; its
-	// Subjects are theirs (a test holds the two together).
+	// Subjects are theirs (a test holds the two together). They are kept
+	// in one stream, whose sequence is the projector's position.
 	Kinds []string
 	New   func(ctx context.Context, db *sqlx.DB) (Projector, error)
 }
@@ -26,7 +27,7 @@ type Registration struct {
 func Registered() []Registration {
 	return []Registration{
 		{Name: "notifications", Kinds: []string{events.KindInbox}, New: func(ctx context.Context, db *sqlx.DB) (Projector, error) { return NewNotifications(ctx, db) }},
-		{Name: "holidays", Kinds: []string{events.KindHoliday, events.KindResource}, New: func(ctx context.Context, db *sqlx.DB) (Projector, error) { return NewHolidays(ctx, db) }},
+		{Name: "holidays", Kinds: []string{events.KindHoliday, events.KindResource, events.KindWorkspace}, New: func(ctx context.Context, db *sqlx.DB) (Projector, error) { return NewHolidays(ctx, db) }},
 	}
 }
 

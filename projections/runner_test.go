@@ -82,7 +82,7 @@ func migratedB(t testing.TB) *sqlx.DB {
 // start runs a runner of p until the returned stop is called.
 func start(t *testing.T, f fixture, db *sqlx.DB, p projections.Projector, batch int) (*projections.Runner, func()) {
 	t.Helper()
-	r, err := projections.NewRunner(f.log.JetStream(), db, p, projections.RunnerConfig{Stream: f.log.Stream(), Batch: batch})
+	r, err := projections.NewRunner(f.log.JetStream(), db, p, projections.RunnerConfig{Stream: f.log.StreamFor(p.Subjects()[0]), Batch: batch})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,12 @@
 // the same request gets the first answer replayed, and the same key with a
 // different request is refused.
 //
-// Records live in a JetStream KV bucket with a time to live. The first
+// Records live in a JetStream KV bucket with a time to live. An answer is
+// kept sealed (AES-GCM) under a key derived from the request itself, which
+// the record does not hold: only a retry of that very request, which has
+// its content anyway, can read it. So a notification deleted or erased
+// since leaves no readable copy here, whatever the bucket's files keep
+// until the record expires. The first
 // request claims its key with an atomic create (a "pending" record), so two
 // racing retries never both execute; the answer replaces the claim when it
 // is known. A claim whose owner died (its process was killed) is taken over
@@ -17,6 +22,9 @@ package idempotency
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -91,7 +99,7 @@ const MaxWrite = 10 * time.Second
 
 // Record is what a key is bound to.
 type Record struct {
-	Request   string    `json:"request"`   // hash of the request it was first used with
+	Request   string    `json:"request"`   // fingerprint of the request it was first used with
 	Pending   bool      `json:"pending"`   // claimed, answer not known yet
 	ClaimedAt time.Time `json:"claimedAt"` // when the claim was made
 	Status    int       `json:"status,omitempty"`
@@ -118,6 +126,31 @@ type Claim struct {
 	key   string
 	rev   uint64
 	rec   Record
+	seal  cipher.AEAD
+}
+
+// derive turns what a request's caller knows of it (RequestHash) into the
+// fingerprint a record keeps and the key its answer is sealed under; one
+// tells nothing of the other.
+func derive(request string) (fingerprint string, seal cipher.AEAD) {
+	fp := sha256.Sum256([]byte("astro idempotency fingerprint\x00" + request))
+	k := sha256.Sum256([]byte("astro idempotency seal\x00" + request))
+	block, _ := aes.NewCipher(k[:]) // a 32-byte key is always valid
+	gcm, _ := cipher.NewGCM(block)  // and so is the standard nonce size
+	return hex.EncodeToString(fp[:]), gcm
+}
+
+func sealBody(a cipher.AEAD, body []byte) []byte {
+	nonce := make([]byte, a.NonceSize())
+	_, _ = rand.Read(nonce) // never fails (crypto/rand)
+	return a.Seal(nonce, nonce, body, nil)
+}
+
+func openBody(a cipher.AEAD, sealed []byte) ([]byte, error) {
+	if len(sealed) < a.NonceSize() {
+		return nil, errors.New("sealed answer too short")
+	}
+	return a.Open(nil, sealed[:a.NonceSize()], sealed[a.NonceSize():], nil)
 }
 
 // Key names a record: the caller's key, scoped to the workspace and user so
@@ -145,12 +178,13 @@ func RequestHash(method, path string, body []byte, extra ...string) string {
 // first execution (replay non-nil). It waits, up to ctx, while another
 // request holds a fresh claim on the same key.
 func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, replay *Record, err error) {
+	fingerprint, seal := derive(request)
 	for {
-		rec := Record{Request: request, Pending: true, ClaimedAt: s.cfg.Now().UTC()}
+		rec := Record{Request: fingerprint, Pending: true, ClaimedAt: s.cfg.Now().UTC()}
 		val, _ := json.Marshal(rec)
 		rev, err := s.kv.Create(ctx, key, val)
 		if err == nil {
-			return &Claim{store: s, key: key, rev: rev, rec: rec}, nil, nil
+			return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal}, nil, nil
 		}
 		if full(err) {
 			return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
@@ -170,26 +204,31 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			return nil, nil, fmt.Errorf("decode idempotency record: %w", err)
 		}
 		switch {
-		case found.Request != request:
+		case found.Request != fingerprint:
 			return nil, nil, ErrMismatch
 		case found.Unanswered:
 			// The same request again, after a failure: execute it again,
 			// taking the record over atomically.
 			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
 			if err == nil {
-				return &Claim{store: s, key: key, rev: rev, rec: rec}, nil, nil
+				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal}, nil, nil
 			}
 			if full(err) {
 				return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
 			}
 			continue // someone else took over first
 		case !found.Pending:
+			if found.Body != nil {
+				if found.Body, err = openBody(seal, found.Body); err != nil {
+					return nil, nil, fmt.Errorf("open idempotent answer: %w", err)
+				}
+			}
 			return nil, &found, nil
 		case s.cfg.Now().Sub(found.ClaimedAt) > s.cfg.ClaimTimeout:
 			// The claimant died: take over, atomically, from that very record.
 			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
 			if err == nil {
-				return &Claim{store: s, key: key, rev: rev, rec: rec}, nil, nil
+				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal}, nil, nil
 			}
 			continue // someone else took over first
 		}
@@ -203,7 +242,7 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 
 // Finish records the answer for replay.
 func (c *Claim) Finish(ctx context.Context, status int, body []byte) error {
-	c.rec.Pending, c.rec.Status, c.rec.Body = false, status, body
+	c.rec.Pending, c.rec.Status, c.rec.Body = false, status, sealBody(c.seal, body)
 	val, _ := json.Marshal(c.rec)
 	if _, err := c.store.kv.Update(ctx, c.key, val, c.rev); err != nil {
 		if full(err) {

@@ -57,6 +57,9 @@ type Config struct {
 	StreamsPerUser  int
 	StreamsMax      int
 	StreamHeartbeat time.Duration
+	// Compaction of inboxes (notifications.Schedule).
+	CompactEvery int
+	EraseWithin  time.Duration
 }
 
 // setting is one flag with its environment variable and default.
@@ -92,6 +95,8 @@ var settings = []setting{
 	{"streams-per-user", "ASTRO_STREAMS_PER_USER", "5", "notification streams one user may hold open on an instance; more answer 429"},
 	{"streams-max", "ASTRO_STREAMS_MAX", "10000", "notification streams an instance holds open; more answer 429"},
 	{"stream-heartbeat", "ASTRO_STREAM_HEARTBEAT", "15s", "how often an idle notification stream sends a heartbeat comment"},
+	{"compact-every", "ASTRO_COMPACT_EVERY", "1000", "compact an inbox once it has had this many events since its last compaction"},
+	{"erase-within", "ASTRO_ERASE_WITHIN", "24h", "a deleted notification's content is gone from the log within this long"},
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
@@ -168,6 +173,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if c.StreamTicketTTL, err = time.ParseDuration(get("stream-ticket-ttl")); err != nil || c.StreamTicketTTL <= 0 || c.StreamTicketTTL > time.Hour {
 		return Config{}, fmt.Errorf("stream-ticket-ttl: want a positive duration of at most 1h, got %q", get("stream-ticket-ttl"))
+	}
+	if c.CompactEvery, err = strconv.Atoi(get("compact-every")); err != nil || c.CompactEvery < 1 {
+		return Config{}, fmt.Errorf("compact-every: want a positive whole number, got %q", get("compact-every"))
+	}
+	if c.EraseWithin, err = time.ParseDuration(get("erase-within")); err != nil || c.EraseWithin < time.Second {
+		return Config{}, fmt.Errorf("erase-within: want a duration of at least 1s, such as 24h, got %q", get("erase-within"))
 	}
 	if c.StreamsPerUser, err = strconv.Atoi(get("streams-per-user")); err != nil || c.StreamsPerUser < 1 {
 		return Config{}, fmt.Errorf("streams-per-user: want a positive whole number, got %q", get("streams-per-user"))

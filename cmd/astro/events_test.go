@@ -46,7 +46,7 @@ func TestEventsCommands(t *testing.T) {
 		want int
 	}{
 		{[]string{"events", "tail", "--type", "AllNotificationsRead"}, 1},
-		{[]string{"events", "tail", "--from-seq", "2"}, 2},
+		{[]string{"events", "tail", "--subject", "astro.events.*.inbox.*", "--from-seq", "2"}, 2},
 		{[]string{"events", "tail", "--since", time.Now().Add(time.Hour).Format(time.RFC3339)}, 0},
 		{[]string{"events", "tail", "--subject", "astro.events.w1.inbox.carol"}, 1},
 	} {

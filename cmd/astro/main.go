@@ -60,6 +60,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runEvents(ctx, args[1:], getenv, stdout, stderr)
 		case "projections":
 			return runProjections(ctx, args[1:], getenv, stdout, stderr)
+		case "erase":
+			return runErase(ctx, args[1:], getenv, stdout, stderr)
 		case "nats-credentials":
 			return runNATSCredentials(args[1:], getenv, stdout, stderr)
 		case "serve":

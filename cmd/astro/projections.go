@@ -75,7 +75,7 @@ func projectionsStatus(ctx context.Context, args []string, getenv func(string) s
 	defer cancel()
 	var out []projections.Status
 	for _, reg := range projections.Registered() {
-		st, err := projections.ReadStatus(ctx, log.JetStream(), db, log.Stream(), reg, time.Now())
+		st, err := projections.ReadStatus(ctx, log.JetStream(), db, log.Stream(reg.Kinds[0]), reg, time.Now())
 		if err != nil {
 			return err
 		}

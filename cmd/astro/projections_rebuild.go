@@ -74,6 +74,12 @@ func projectionsRebuild(ctx context.Context, args []string, getenv func(string) 
 		return err
 	}
 	var m projections.Model
+	var kind string
+	for _, reg := range projections.Registered() {
+		if reg.Name == name {
+			kind = reg.Kinds[0]
+		}
+	}
 	switch name {
 	case "notifications":
 		m, err = projections.NewNotifications(ctx, db)
@@ -93,7 +99,7 @@ func projectionsRebuild(ctx context.Context, args []string, getenv func(string) 
 
 	bar := progressPrinter(stdout)
 	res, err := projections.Rebuild(ctx, evlog.JetStream(), db, m, projections.RebuildConfig{
-		Stream: evlog.Stream(), Batch: *batch, Force: *force, Wait: *wait,
+		Stream: evlog.Stream(kind), Batch: *batch, Force: *force, Wait: *wait,
 		Progress: bar.print, ProgressEvery: bar.every,
 	})
 	bar.done()

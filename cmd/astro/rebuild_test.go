@@ -35,7 +35,7 @@ func TestProjectionsRebuildCommand(t *testing.T) {
 		s.send(svc, "alice", "bob", "task")
 	}
 	out, err := astroCommand(t, s.env, "projections", "rebuild", "notifications")
-	if err != nil || !strings.Contains(out, "switched notifications to the rebuilt read model (version 1)") {
+	if err != nil || !strings.Contains(out, "switched notifications to the rebuilt read model (version 2)") {
 		t.Fatalf("rebuild: %v\n%s", err, out)
 	}
 	if p := s.page(alice, ""); p.TotalCount != 4 || len(p.Items) == 0 {
@@ -196,7 +196,7 @@ func projectAll(t *testing.T, natsURL string) *sqlx.DB {
 		t.Fatal(err)
 	}
 	for _, p := range []projections.Projector{n, h} {
-		r, err := projections.NewRunner(l.JetStream(), db, p, projections.RunnerConfig{Stream: l.Stream()})
+		r, err := projections.NewRunner(l.JetStream(), db, p, projections.RunnerConfig{Stream: l.StreamFor(p.Subjects()[0])})
 		if err != nil {
 			t.Fatal(err)
 		}

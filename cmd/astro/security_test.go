@@ -153,6 +153,10 @@ func TestSecurityMatrix(t *testing.T) {
 		"GET /api/data/holidays/country":      {{path: "/api/data/holidays/country", marker: hc.ID}},
 		"GET /api/data/holidays/resource":     {{path: "/api/data/holidays/resource", marker: rAlice}},
 		"PUT /api/data/resources/{id}":        {{path: "/api/data/resources/" + rAlice, attack: map[string]any{"name": "Pwned", "countryCode": "FR", "isActive": false, "isGuest": true}, harmless: resource}},
+		// Erasure needs data:erase, which no credential here holds: every
+		// valid caller is refused, and alice's data stays.
+		"POST /api/data/erasure/users/{userId}": {{path: "/api/data/erasure/users/alice", notif: true}},
+		"POST /api/data/erasure/workspace":      {{path: "/api/data/erasure/workspace"}},
 	}
 	var endpoints []endpoint
 	for _, op := range securedOperations(t) {
@@ -181,6 +185,9 @@ func TestSecurityMatrix(t *testing.T) {
 		expect func(e endpoint) (secOutcome, bool) // false: the cell does not apply
 	}
 	bearer := func(tok string) string { return "Bearer " + tok }
+	// lacks: the operation needs a privilege the other callers' tokens
+	// (all) do not hold.
+	lacks := func(e endpoint) bool { return e.scope != "" && !slices.Contains(all, e.scope) }
 	refused := func(endpoint) (secOutcome, bool) { return secUnauthorized, true }
 	other := func(tb testing.TB, user, ws string, edit func(jwt.MapClaims)) string {
 		return bearer(secToken(tb, user, ws, all, edit))
@@ -219,6 +226,8 @@ func TestSecurityMatrix(t *testing.T) {
 		}},
 		{"another user", other(t, "bob", "w1", nil), func(e endpoint) (secOutcome, bool) {
 			switch {
+			case lacks(e):
+				return secForbidden, true
 			case e.notif && e.id != "":
 				return secNotFound, true
 			case e.notif && e.method == "POST" && e.scope != "":
@@ -229,6 +238,9 @@ func TestSecurityMatrix(t *testing.T) {
 			return secAllowed, true
 		}},
 		{"another workspace", other(t, "alice", "w2", nil), func(e endpoint) (secOutcome, bool) {
+			if lacks(e) {
+				return secForbidden, true
+			}
 			if e.id != "" {
 				return secNotFound, true
 			}

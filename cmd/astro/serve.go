@@ -22,6 +22,7 @@ import (
 	"astro/api/idempotency"
 	"astro/api/natscmd"
 	"astro/commands"
+	"astro/commands/erasure"
 	"astro/commands/holidays"
 	"astro/commands/notifications"
 	"astro/events"
@@ -112,6 +113,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	compactor, err := notifications.NewCompactor(inboxes, evlog, evlog, evlog.Pending(), now, notifications.CompactorConfig{EraseWithin: cfg.EraseWithin, Logger: log})
+	if err != nil {
+		return err
+	}
+	eraser, err := erasure.New(evlog, evlog.Snapshots(), evlog.Pending(), compactor, now, log)
+	if err != nil {
+		return err
+	}
 
 	holidayStore, err := commands.NewStore(evlog, evlog.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName, Logger: log, Metrics: metered.Store(events.KindHoliday)})
 	if err != nil {
@@ -133,8 +142,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	var runners []*projections.Runner
 	var sources []metrics.StatusSource
 	byName := map[string]*projections.Runner{}
-	for _, p := range projectors {
-		runCfg := projections.RunnerConfig{Stream: evlog.Stream(), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name()), Tracer: tr}
+	regs := projections.Registered()
+	for i, p := range projectors {
+		runCfg := projections.RunnerConfig{Stream: evlog.Stream(regs[i].Kinds[0]), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name()), Tracer: tr}
 		r, err := projections.NewRunner(evlog.JetStream(), db, p, runCfg)
 		if err != nil {
 			return err
@@ -158,6 +168,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	holidayCmds.LimitWorkspaces(holidayQueries, holidays.DefaultWorkspaceResourceDays, holidays.DefaultWorkspaceHolidayDays)
 	resourceQueries, err := query.NewResources(ctx, db)
+	if err != nil {
+		return err
+	}
+	compactions, err := query.NewCompactions(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -214,7 +228,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			TicketKey: streamKey, TicketTTL: cfg.StreamTicketTTL, PerUser: cfg.StreamsPerUser, Max: cfg.StreamsMax, Heartbeat: cfg.StreamHeartbeat,
 		},
 		Holidays: holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
-		Resources: resourceQueries, Log: evlog,
+		Resources: resourceQueries, Log: evlog, Erasure: eraser,
 		Idempotency: idem, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Now: now,
 		Ready: ready, Logger: log, RequestTimeout: cfg.RequestTimeout,
 		Metrics: metered, MetricsHandler: metricsHandler, Tracer: tr,
@@ -251,6 +265,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		g.add(r.Run)
 	}
 	g.add(cmds.Run)
+	g.add(func(ctx context.Context) error {
+		if err := eraser.Finish(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("finishing workspace erasures a stop cut short; they are finished at the next start", "err", err)
+		}
+		return compactor.Run(ctx, dueInboxes{compactions}, notifications.Schedule{Every: cfg.CompactEvery})
+	})
 	if cfg.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metered.Handler())
@@ -293,6 +313,18 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	err = g.run(ctx)
 	log.Info("astro stopped", "err", err)
 	return err
+}
+
+// dueInboxes lists the inboxes due for compaction from the read model.
+type dueInboxes struct{ q *query.Compactions }
+
+func (d dueInboxes) Due(ctx context.Context, events int, olderThan time.Time, limit int) ([]notifications.DueInbox, error) {
+	in, err := d.q.Due(ctx, events, olderThan, limit)
+	out := make([]notifications.DueInbox, len(in))
+	for i, x := range in {
+		out[i] = notifications.DueInbox{WorkspaceID: x.WorkspaceID, RecipientID: x.RecipientID}
+	}
+	return out, err
 }
 
 // checkLag refuses readiness while r lags past either bound (0: none),

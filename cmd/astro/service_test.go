@@ -46,11 +46,12 @@ const testSecret = "test-secret-test-secret-test-secret-0123456789"
 // service is one Astro started through run, as main starts it, on an
 // embedded NATS and a fresh database of the shared test PostgreSQL.
 type service struct {
-	t      testing.TB
-	base   string
-	env    map[string]string
-	client *http.Client // every test request goes through it
-	stop   func()       // stops this instance; Cleanup calls it too
+	t       testing.TB
+	natsDir string // the log's files, when the test started its NATS
+	base    string
+	env     map[string]string
+	client  *http.Client // every test request goes through it
+	stop    func()       // stops this instance; Cleanup calls it too
 	// metricsAt gets the metrics URL when ASTRO_METRICS_ADDR serves them
 	// apart.
 	metricsAt chan string
@@ -62,7 +63,8 @@ func startService(t testing.TB, opts ...serviceOption) *service {
 	t.Helper()
 	// NATS runs beside the service, not inside it, so that tests can read
 	// the log and restart the service on the same log and database.
-	ns, err := natsserver.Start(context.Background(), natsserver.Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	natsDir := t.TempDir()
+	ns, err := natsserver.Start(context.Background(), natsserver.Config{StoreDir: natsDir, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,9 @@ func startService(t testing.TB, opts ...serviceOption) *service {
 	for _, o := range opts {
 		o(env)
 	}
-	return startWithEnv(t, env)
+	s := startWithEnv(t, env)
+	s.natsDir = natsDir
+	return s
 }
 
 func startWithEnv(t testing.TB, env map[string]string) *service {
@@ -329,16 +333,17 @@ func (s *service) logEvents(t testing.TB, types ...string) []events.Event {
 	return out
 }
 
-// logMessage is one message of the event stream as stored: what a
+// logMessage is one message of an event stream as stored: what a
 // downstream consumer receives.
 type logMessage struct {
+	Stream  string
 	Seq     uint64
 	Subject string
 	Header  nats.Header
 	Data    []byte
 }
 
-// logMessages reads every message of the event stream, raw.
+// logMessages reads every message of the event streams, raw.
 func (s *service) logMessages(t testing.TB) []logMessage {
 	t.Helper()
 	msgs, err := readLog(s.env["ASTRO_NATS_URL"])
@@ -348,8 +353,9 @@ func (s *service) logMessages(t testing.TB) []logMessage {
 	return msgs
 }
 
-// readLog reads the whole event stream from the NATS server at url. It
-// returns errors rather than failing a test, so that cleanups can use it.
+// readLog reads both event streams from the NATS server at url, the
+// history's messages then the inboxes'. It returns errors rather than
+// failing a test, so that cleanups can use it.
 func readLog(url string) ([]logMessage, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -362,33 +368,37 @@ func readLog(url string) ([]logMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream, err := js.Stream(ctx, "ASTRO_EVENTS")
-	if err != nil {
-		return nil, err
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var out []logMessage
-	if info.State.Msgs == 0 {
-		return out, nil
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil, err
-	}
-	for seq := uint64(0); seq < info.State.LastSeq; {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("read log at %d of %d: %w", seq, info.State.LastSeq, err)
-		}
-		meta, err := m.Metadata()
+	for _, name := range []string{"ASTRO_HISTORY", "ASTRO_INBOXES"} {
+		stream, err := js.Stream(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		seq = meta.Sequence.Stream
-		out = append(out, logMessage{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if info.State.Msgs == 0 {
+			continue
+		}
+		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			return nil, err
+		}
+		for {
+			m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", name, err)
+			}
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, logMessage{Stream: name, Seq: meta.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+			if meta.NumPending == 0 {
+				break
+			}
+		}
 	}
 	return out, nil
 }
@@ -706,7 +716,7 @@ func (es eventSchemas) check(m logMessage) []string {
 	if err != nil {
 		return []string{err.Error()}
 	}
-	if !slices.Contains([]string{events.KindInbox, events.KindHoliday, events.KindResource}, agg.Kind) {
+	if !slices.Contains([]string{events.KindInbox, events.KindHoliday, events.KindResource, events.KindWorkspace}, agg.Kind) {
 		problems = append(problems, "unknown aggregate kind "+agg.Kind)
 	}
 	version, verr := strconv.Atoi(h.Get("ce-schemaversion"))

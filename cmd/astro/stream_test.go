@@ -393,7 +393,7 @@ func TestNotificationStreamAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	stream, err := js.Stream(ctx, "ASTRO_EVENTS")
+	stream, err := js.Stream(ctx, "ASTRO_INBOXES")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,8 +402,9 @@ func TestNotificationStreamAcrossInstances(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	// On a, which holds alice's inbox in memory: the log itself can no
-	// longer rebuild it, which is why its head is never cut in production.
+	// On a, which holds alice's inbox in memory: the log itself no longer
+	// holds her events (as after a compaction or an erasure), so the
+	// client gets the state whole.
 	again, _ := a.stream(alice, "", "Last-Event-ID", last.ID)
 	e := again.next()
 	if c := e.change(t); e.Name != "snapshot" || c.TotalCount != 21 || c.UnreadCount != 21 || e.seq(t) != last.seq(t) {

@@ -4,6 +4,12 @@
 // going. Stop it and start it again: it resumes where it left off, because
 // the consumer is durable and each event is acknowledged after its effect.
 //
+// Astro keeps its events in two streams: ASTRO_HISTORY (holiday, resource
+// and workspace events, kept for good) and ASTRO_INBOXES (notification
+// events, whose older events give way to an InboxCompacted event restating
+// the inbox, and which are erased on request). A consumer reads one stream,
+// so -subject names a kind, and the stream follows from it.
+//
 // NATS takes no anonymous clients: connect as the consumer, with the URL
 // `astro nats-credentials --role consumer --url` prints (it holds the user
 // and password), or with -user and -password. The consumer receives replies
@@ -23,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,7 +43,7 @@ func main() {
 	inbox := flag.String("inbox-prefix", "_INBOX_consumer", "where replies come: the prefix the user's permissions allow")
 	since := flag.String("since", "", "first run only: start at this RFC 3339 time (default: from the beginning)")
 	name := flag.String("name", "example-consumer", "durable consumer name: one per downstream service")
-	filter := flag.String("subject", "astro.events.>", "subjects to consume, e.g. astro.events.*.holiday.*")
+	filter := flag.String("subject", "astro.events.*.inbox.*", "subjects to consume, of one kind: astro.events.<workspace>.<kind>.<id>, e.g. astro.events.*.holiday.*")
 	flag.Parse()
 	if *url == "" {
 		fmt.Fprintln(os.Stderr, "example-consumer: -nats is required: the URL from `astro nats-credentials --role consumer --url`")
@@ -52,7 +59,27 @@ func main() {
 	}
 }
 
+// streamFor names the stream that keeps the events on filter, by their
+// kind: notification (inbox) events in ASTRO_INBOXES, the rest in
+// ASTRO_HISTORY.
+func streamFor(filter string) (string, error) {
+	tokens := strings.Split(filter, ".")
+	if len(tokens) >= 4 && tokens[0] == "astro" && tokens[1] == "events" {
+		switch tokens[3] {
+		case "inbox":
+			return "ASTRO_INBOXES", nil
+		case "holiday", "resource", "workspace":
+			return "ASTRO_HISTORY", nil
+		}
+	}
+	return "", fmt.Errorf("-subject %q: want astro.events.<workspace>.<kind>.<id> with kind inbox, holiday, resource or workspace (one consumer reads one stream)", filter)
+}
+
 func run(url string, opts []nats.Option, since, name, filter string) error {
+	stream, err := streamFor(filter)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	nc, err := nats.Connect(url, opts...)
@@ -79,9 +106,9 @@ func run(url string, opts []nats.Option, since, name, filter string) error {
 	}
 	// The start position applies when the consumer is created; afterwards
 	// the server remembers where it is.
-	cons, err := js.CreateOrUpdateConsumer(ctx, "ASTRO_EVENTS", cfg)
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
 	if err != nil {
-		cons, err = js.Consumer(ctx, "ASTRO_EVENTS", name)
+		cons, err = js.Consumer(ctx, stream, name)
 		if err != nil {
 			return err
 		}

@@ -68,8 +68,42 @@ func (in *Inbox) Apply(e events.Event) error {
 			}
 		}
 		in.items = slices.DeleteFunc(in.items, func(it item) bool { return gone[it.id] })
+	case *events.InboxCompacted:
+		return in.restate(p)
+	case *events.InboxErased:
+		in.items = nil
 	default:
 		return fmt.Errorf("inbox: unexpected event %s", e.Type)
+	}
+	return nil
+}
+
+// restate folds one part of a compaction. Onto the history it replaces it
+// changes nothing; onto an empty inbox (that history gone) the parts
+// rebuild it: the first says which notifications are pending and in what
+// order, each says the read state of those it carries.
+func (in *Inbox) restate(p *events.InboxCompacted) error {
+	if p.Part == 1 {
+		read := make(map[events.UUID]int64, len(in.items))
+		for _, it := range in.items {
+			read[it.id] = it.read
+		}
+		items := make([]item, 0, len(p.NotificationIDs))
+		for _, s := range p.NotificationIDs {
+			id, err := parseID(s)
+			if err != nil {
+				return err
+			}
+			items = append(items, item{id: id, read: read[id]})
+		}
+		in.items = items
+	}
+	for _, n := range p.Notifications {
+		var read int64
+		if n.ReadDate != nil {
+			read = n.ReadDate.UnixMicro()
+		}
+		in.setRead(n.NotificationID, read)
 	}
 	return nil
 }

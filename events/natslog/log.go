@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,10 +22,18 @@ import (
 
 // Config names the log's streams. Zero values take the defaults.
 type Config struct {
-	Stream         string // default "ASTRO_EVENTS"
+	// Stream keeps the history that is kept for good: holidays, resources
+	// and workspaces. Default "ASTRO_HISTORY".
+	Stream string
+	// InboxStream keeps the notification events, whose history is
+	// compacted and erased. Default "ASTRO_INBOXES".
+	InboxStream    string
 	SnapshotBucket string // default "ASTRO_SNAPSHOTS"
 	ParkedStream   string // default "ASTRO_PARKED": events projectors could not apply
-	Replicas       int    // default 1; 3 on a cluster
+	// PendingBucket remembers the erasures begun and not yet finished, so
+	// a restart finishes them. Default "ASTRO_ERASURES".
+	PendingBucket string
+	Replicas      int // default 1; 3 on a cluster
 	// DuplicateWindow is how long a retried append is recognised by id.
 	// Default 1m: an append is retried for as long as its request lives
 	// (30 s at most); a client's later retry is recognised by its
@@ -73,7 +82,13 @@ func (noMetrics) Retried()                      {}
 
 func (c *Config) defaults() {
 	if c.Stream == "" {
-		c.Stream = "ASTRO_EVENTS"
+		c.Stream = "ASTRO_HISTORY"
+	}
+	if c.InboxStream == "" {
+		c.InboxStream = "ASTRO_INBOXES"
+	}
+	if c.PendingBucket == "" {
+		c.PendingBucket = "ASTRO_ERASURES"
 	}
 	if c.ParkedStream == "" {
 		c.ParkedStream = "ASTRO_PARKED"
@@ -103,12 +118,15 @@ func (c *Config) defaults() {
 
 // Log is the event log. It implements commands.Log.
 type Log struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	stream jetstream.Stream
-	parked jetstream.Stream
-	snaps  jetstream.KeyValue
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	history jetstream.Stream // holidays, resources, workspaces
+	inboxes jetstream.Stream // notifications
+	parked  jetstream.Stream
+	snaps   jetstream.KeyValue
+	snapsSt jetstream.Stream // the bucket's stream, for erasing
+	pending jetstream.KeyValue
 }
 
 // Open creates or updates the streams (idempotently) and returns the log.
@@ -119,100 +137,200 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	if cfg.Bind {
-		stream, err := js.Stream(ctx, cfg.Stream)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", cfg.Stream, err)
-		}
-		if cfg.EventsOnly {
-			return &Log{cfg: cfg, nc: nc, js: js, stream: stream}, nil
-		}
-		parked, err := js.Stream(ctx, cfg.ParkedStream)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", cfg.ParkedStream, err)
-		}
-		snaps, err := js.KeyValue(ctx, cfg.SnapshotBucket)
-		if err != nil {
-			return nil, fmt.Errorf("bucket %s: %w", cfg.SnapshotBucket, err)
-		}
-		return &Log{cfg: cfg, nc: nc, js: js, stream: stream, parked: parked, snaps: snaps}, nil
+		return bind(ctx, nc, js, cfg)
 	}
 	if cfg.MustExist {
-		if _, err := js.Stream(ctx, cfg.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("stream %s: %w", cfg.Stream, ErrStreamMissing)
-		} else if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", cfg.Stream, err)
+		for _, name := range []string{cfg.Stream, cfg.InboxStream} {
+			if _, err := js.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil, fmt.Errorf("stream %s: %w", name, ErrStreamMissing)
+			} else if err != nil {
+				return nil, fmt.Errorf("stream %s: %w", name, err)
+			}
 		}
 	}
-	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.Stream,
-		Description: "Astro domain events, one subject per aggregate",
-		Subjects:    []string{events.SubjectPrefix + ".>"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  cfg.DuplicateWindow,
-		// The log is the system of record: nothing is ever removed from it.
-		DenyDelete: true,
-		DenyPurge:  true,
-		// Direct gets skip the JetStream API and are several times faster,
-		// but on a replicated stream a lagging replica may answer them, and
-		// decisions and retry checks must see the latest append. With one
-		// replica the only answer is the leader's.
-		AllowDirect:        cfg.Replicas == 1,
-		AllowAtomicPublish: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
+	if _, err := js.Stream(ctx, oldStream); err == nil {
+		return nil, fmt.Errorf("stream %s: %w", oldStream, ErrOldLayout)
 	}
-	parked, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	l := &Log{cfg: cfg, nc: nc, js: js}
+	if l.history, err = createStream(ctx, js, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "Astro's history kept for good: holiday, resource and workspace events, one subject per aggregate",
+		Subjects: []string{
+			events.KindSubjects(events.KindHoliday), events.KindSubjects(events.KindResource), events.KindSubjects(events.KindWorkspace),
+		},
+		// The audit history is never purged. Single events are removed
+		// only by a workspace's erasure (Erase), which is why deletes
+		// cannot be denied here: a stream that denies them can never
+		// allow them again.
+		DenyPurge: true,
+	}, cfg); err != nil {
+		return nil, err
+	}
+	if l.inboxes, err = createStream(ctx, js, jetstream.StreamConfig{
+		Name:        cfg.InboxStream,
+		Description: "Astro's notification events, one subject per inbox; compacted, and erased on request",
+		Subjects:    []string{events.KindSubjects(events.KindInbox)},
+	}, cfg); err != nil {
+		return nil, err
+	}
+	if l.parked, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.ParkedStream,
 		Description: "Events a projector could not apply, with the reason; redriven after a fix",
 		Subjects:    []string{parkedPrefix + ">"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", cfg.ParkedStream, err)
 	}
-	snaps, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      cfg.SnapshotBucket,
-		Description: "Aggregate snapshots; a cache of the event log, safe to delete",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create bucket %s: %w", cfg.SnapshotBucket, err)
+	if l.snaps, err = createBucket(ctx, js, cfg, cfg.SnapshotBucket, "Aggregate snapshots; a cache of the event log, safe to delete"); err != nil {
+		return nil, err
 	}
-	return &Log{cfg: cfg, nc: nc, js: js, stream: stream, parked: parked, snaps: snaps}, nil
+	if l.snapsSt, err = js.Stream(ctx, "KV_"+cfg.SnapshotBucket); err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.SnapshotBucket, err)
+	}
+	if l.pending, err = createBucket(ctx, js, cfg, cfg.PendingBucket, "Erasures begun and not yet finished, finished on restart"); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
-// Ping asks the event stream itself, not just the connection: during a
-// leader election on a cluster the connection is up but appends fail.
+// createBucket creates or updates a KV bucket of Astro's, one value a key.
+func createBucket(ctx context.Context, js jetstream.JetStream, cfg Config, name, description string) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: name, Description: description, History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+// oldStream is where Astro kept every event before the history and the
+// inboxes got streams of their own.
+const oldStream = "ASTRO_EVENTS"
+
+// ErrOldLayout is a server holding the log as Astro kept it before the
+// history and the inboxes got streams of their own.
+var ErrOldLayout = errors.New("the log is in the layout of an older Astro (one stream for every event); " +
+	"this version keeps holidays and notifications in two streams: start on an empty server, or copy the events over and delete the old stream")
+
+// createStream creates or updates an event stream: the settings every
+// event stream shares are set here.
+func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg Config) (jetstream.Stream, error) {
+	sc.Storage = jetstream.FileStorage
+	sc.Replicas = cfg.Replicas
+	sc.Retention = jetstream.LimitsPolicy
+	sc.Duplicates = cfg.DuplicateWindow
+	// Direct gets skip the JetStream API and are several times faster,
+	// but on a replicated stream a lagging replica may answer them, and
+	// decisions and retry checks must see the latest append. With one
+	// replica the only answer is the leader's.
+	sc.AllowDirect = cfg.Replicas == 1
+	sc.AllowAtomicPublish = true
+	st, err := js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", sc.Name, err)
+	}
+	return st, nil
+}
+
+// bind opens the streams as they are.
+func bind(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Log, error) {
+	l := &Log{cfg: cfg, nc: nc, js: js}
+	var err error
+	if l.history, err = js.Stream(ctx, cfg.Stream); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", cfg.Stream, err)
+	}
+	if l.inboxes, err = js.Stream(ctx, cfg.InboxStream); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", cfg.InboxStream, err)
+	}
+	if cfg.EventsOnly {
+		return l, nil
+	}
+	if l.parked, err = js.Stream(ctx, cfg.ParkedStream); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", cfg.ParkedStream, err)
+	}
+	if l.snaps, err = js.KeyValue(ctx, cfg.SnapshotBucket); err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.SnapshotBucket, err)
+	}
+	if l.snapsSt, err = js.Stream(ctx, "KV_"+cfg.SnapshotBucket); err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.SnapshotBucket, err)
+	}
+	if l.pending, err = js.KeyValue(ctx, cfg.PendingBucket); err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.PendingBucket, err)
+	}
+	return l, nil
+}
+
+// Ping asks the event streams themselves, not just the connection:
+// during a leader election on a cluster the connection is up but appends
+// fail.
 func (l *Log) Ping(ctx context.Context) error {
-	if _, err := l.stream.Info(ctx); errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("event stream %s: %w", l.cfg.Stream, ErrStreamMissing)
-	} else if err != nil {
-		return fmt.Errorf("event stream %s: %w", l.cfg.Stream, err)
+	for _, st := range []jetstream.Stream{l.history, l.inboxes} {
+		name := st.CachedInfo().Config.Name
+		if _, err := st.Info(ctx); errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("event stream %s: %w", name, ErrStreamMissing)
+		} else if err != nil {
+			return fmt.Errorf("event stream %s: %w", name, err)
+		}
 	}
 	return nil
 }
 
-// missing reports whether the event stream is known to be gone. A failure
-// to find out is not an answer: the append goes on retrying.
-func (l *Log) missing(ctx context.Context) bool {
+// missing reports whether the event stream of subject is known to be
+// gone. A failure to find out is not an answer: the append goes on
+// retrying.
+func (l *Log) missing(ctx context.Context, subject string) bool {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
 	defer cancel()
-	_, err := l.stream.Info(ctx)
+	_, err := l.streamOf(subject).Info(ctx)
 	return errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // JetStream returns the JetStream context, for consumers of the log.
 func (l *Log) JetStream() jetstream.JetStream { return l.js }
 
-// Stream returns the name of the event stream.
-func (l *Log) Stream() string { return l.cfg.Stream }
+// Stream returns the name of the event stream that keeps events of an
+// aggregate kind: the inbox stream for inboxes, the history stream for
+// every other kind.
+func (l *Log) Stream(kind string) string {
+	if kind == events.KindInbox {
+		return l.cfg.InboxStream
+	}
+	return l.cfg.Stream
+}
+
+// StreamFor returns the name of the event stream that keeps the events of
+// subject, whose kind token must be literal: a projector's stream is the
+// StreamFor its subjects.
+func (l *Log) StreamFor(subject string) string { return l.Stream(subjectKind(subject)) }
+
+// Streams names both event streams, history first.
+func (l *Log) Streams() []string { return []string{l.cfg.Stream, l.cfg.InboxStream} }
+
+// streamOf is the stream that keeps subject, whose kind token must be
+// literal.
+func (l *Log) streamOf(subject string) jetstream.Stream {
+	if subjectKind(subject) == events.KindInbox {
+		return l.inboxes
+	}
+	return l.history
+}
+
+// subjectKind is the kind token of an event subject or filter: "" when it
+// is a wildcard or missing.
+func subjectKind(subject string) string {
+	rest, ok := strings.CutPrefix(subject, events.SubjectPrefix+".")
+	if !ok {
+		return ""
+	}
+	parts := strings.SplitN(rest, ".", 3)
+	if len(parts) < 2 || parts[1] == "*" || parts[1] == ">" {
+		return ""
+	}
+	return parts[1]
+}
 
 // Append implements commands.Log.
 func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error) {
@@ -278,11 +396,11 @@ func (l *Log) append(ctx context.Context, subject string, expected uint64, evs [
 			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, events.ErrConflict)
 		case !retryable(err):
 			return 0, fmt.Errorf("append to %s: %w", subject, err)
-		case errors.Is(err, nats.ErrNoResponders) && l.missing(ctx):
+		case errors.Is(err, nats.ErrNoResponders) && l.missing(ctx, subject):
 			// Nothing stores the subject because the stream is gone:
 			// waiting will not bring it back, and recreating it is not
 			// ours to do (an empty log would hide the loss).
-			l.cfg.Logger.Error("event stream missing: appends fail until it is restored", "stream", l.cfg.Stream, "subject", subject)
+			l.cfg.Logger.Error("event stream missing: appends fail until it is restored", "subject", subject)
 			return 0, fmt.Errorf("append to %s: %w", subject, ErrStreamMissing)
 		}
 		l.cfg.Logger.Warn("append failed, retrying", "subject", subject, "attempt", attempt, "err", err)
@@ -351,7 +469,7 @@ func (l *Log) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
 // findOwn reports whether the first event after expected on subject is
 // evs[0], that is, whether an earlier attempt of this append went in.
 func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, bool, error) {
-	m, err := l.stream.GetMsg(ctx, expected+1, jetstream.WithGetMsgSubject(subject))
+	m, err := l.streamOf(subject).GetMsg(ctx, expected+1, jetstream.WithGetMsgSubject(subject))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, false, nil
 	}
@@ -370,7 +488,7 @@ func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, evs 
 // It is one direct get on a single-replica stream: the cheap question a
 // read asks before it trusts a read model.
 func (l *Log) LastSeq(ctx context.Context, subject string) (uint64, error) {
-	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
+	m, err := l.streamOf(subject).GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -380,30 +498,66 @@ func (l *Log) LastSeq(ctx context.Context, subject string) (uint64, error) {
 	return m.Sequence, nil
 }
 
-// Position returns the sequence of the last event in the log.
+// Position returns the highest sequence either event stream has reached:
+// no write can have answered a position beyond it.
 func (l *Log) Position(ctx context.Context) (uint64, error) {
-	info, err := l.stream.Info(ctx)
+	var last uint64
+	for _, st := range []jetstream.Stream{l.history, l.inboxes} {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("event stream %s: %w", st.CachedInfo().Config.Name, err)
+		}
+		last = max(last, info.State.LastSeq)
+	}
+	return last, nil
+}
+
+// End returns the sequence of the last event of the stream that keeps
+// events of kind.
+func (l *Log) End(ctx context.Context, kind string) (uint64, error) {
+	st := l.history
+	if kind == events.KindInbox {
+		st = l.inboxes
+	}
+	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("event stream %s: %w", l.cfg.Stream, err)
+		return 0, fmt.Errorf("event stream %s: %w", l.Stream(kind), err)
 	}
 	return info.State.LastSeq, nil
 }
 
-// FirstSeq returns the sequence of the oldest event the log still holds:
-// 1 unless limits removed the log's head. A reader that last saw an event
-// before it cannot be told what it missed.
-func (l *Log) FirstSeq(ctx context.Context) (uint64, error) {
-	info, err := l.stream.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("event stream %s: %w", l.cfg.Stream, err)
+// FirstSeq returns the sequence of the oldest event the log still holds
+// on subject (0 when it holds none). Compaction and erasure remove an
+// inbox's early events: a reader that last saw an event of subject before
+// it cannot be told what it missed.
+func (l *Log) FirstSeq(ctx context.Context, subject string) (uint64, error) {
+	m, err := l.streamOf(subject).GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
 	}
-	return max(info.State.FirstSeq, 1), nil
+	if err != nil {
+		return 0, fmt.Errorf("first sequence of %s: %w", subject, err)
+	}
+	return m.Sequence, nil
 }
 
-// Read implements commands.Log.
+// Read implements commands.Log. It asks for one event at a time (a
+// direct get each, the cheapest for the few events after a snapshot); a
+// long history is read on through an ordered consumer instead.
 func (l *Log) Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error) {
-	for {
-		m, err := l.stream.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(subject))
+	const direct = 32
+	for i := 0; ; i++ {
+		if i == direct {
+			err := scan(ctx, l.streamOf(subject), subject, ScanFrom{Seq: after + 1}, false, func(e events.Event) error {
+				if err := fn(e); err != nil {
+					return err
+				}
+				after = e.Seq
+				return nil
+			})
+			return after, err
+		}
+		m, err := l.streamOf(subject).GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return after, nil
 		}
@@ -447,11 +601,14 @@ func retryable(err error) bool {
 }
 
 // Snapshots returns the snapshot store, which implements commands.Snapshots.
-func (l *Log) Snapshots() Snapshots { return Snapshots{kv: l.snaps} }
+func (l *Log) Snapshots() Snapshots { return Snapshots{kv: l.snaps, stream: l.snapsSt} }
 
 // Snapshots keeps aggregate state in a KV bucket: 8 bytes of sequence, then
 // the state.
-type Snapshots struct{ kv jetstream.KeyValue }
+type Snapshots struct {
+	kv     jetstream.KeyValue
+	stream jetstream.Stream
+}
 
 // Load implements commands.Snapshots.
 func (s Snapshots) Load(ctx context.Context, key string) (uint64, []byte, error) {

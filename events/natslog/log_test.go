@@ -191,8 +191,17 @@ func TestScan(t *testing.T) {
 		t.Fatalf("scan from 2: %v %v", seqs, err)
 	}
 	n := 0
-	if err := l.Scan(ctx, "astro.events.w9.>", natslog.ScanFrom{}, func(events.Event) error { n++; return nil }); err != nil || n != 0 {
+	if err := l.Scan(ctx, "astro.events.w9.holiday.*", natslog.ScanFrom{}, func(events.Event) error { n++; return nil }); err != nil || n != 0 {
 		t.Fatalf("scan of an empty filter: %d, %v", n, err)
+	}
+	// Sequences are per stream: a filter across both reads each, and
+	// cannot start at a sequence.
+	n = 0
+	if err := l.Scan(ctx, "astro.events.>", natslog.ScanFrom{}, func(events.Event) error { n++; return nil }); err != nil || n == 0 {
+		t.Fatalf("scan across both streams: %d, %v", n, err)
+	}
+	if err := l.Scan(ctx, "astro.events.>", natslog.ScanFrom{Seq: 2}, func(events.Event) error { return nil }); !errors.Is(err, natslog.ErrBothStreams) {
+		t.Fatalf("scan across both streams from a sequence: %v, want ErrBothStreams", err)
 	}
 }
 

@@ -28,7 +28,7 @@ func TestAppendWithoutTheLogFailsFast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := js.DeleteStream(ctx, "ASTRO_EVENTS"); err != nil {
+		if err := js.DeleteStream(ctx, "ASTRO_HISTORY"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.Append(ctx, subject, 0, []events.Event{e}); !errors.Is(err, natslog.ErrStreamMissing) {
@@ -37,7 +37,7 @@ func TestAppendWithoutTheLogFailsFast(t *testing.T) {
 		if err := l.Ping(ctx); !errors.Is(err, natslog.ErrStreamMissing) {
 			t.Fatalf("ping: %v, want ErrStreamMissing", err)
 		}
-		if _, err := js.Stream(ctx, "ASTRO_EVENTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.Stream(ctx, "ASTRO_HISTORY"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Fatalf("the stream came back: %v", err)
 		}
 	})
@@ -72,7 +72,7 @@ func TestOpenNeverRecreatesALostStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Stream(ctx, "ASTRO_EVENTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := js.Stream(ctx, "ASTRO_HISTORY"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("a stream was created: %v", err)
 	}
 	// Existing, it opens as ever.

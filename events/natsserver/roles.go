@@ -28,10 +28,13 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 
 // Subjects the permissions are written for.
 const (
-	eventStream     = "ASTRO_EVENTS"
 	eventSubjects   = "astro.events.>"
 	commandSubjects = "astro.commands.>"
 )
+
+// eventStreams are the streams a consumer reads: the history, and the
+// inboxes (natslog's defaults).
+var eventStreams = []string{"ASTRO_HISTORY", "ASTRO_INBOXES"}
 
 // Passwords holds a password per user; an empty one leaves the user out.
 type Passwords struct {
@@ -46,32 +49,32 @@ func Permissions(user string, protected []string) *server.Permissions {
 	switch user {
 	case UserConsumer:
 		api := "$JS.API."
-		var deny []string
-		for _, name := range protected {
-			deny = append(deny,
-				api+"CONSUMER.*."+eventStream+"."+name,      // CREATE, INFO, DELETE, PAUSE…
-				api+"CONSUMER.*."+eventStream+"."+name+".>", // CREATE with a filter
-				api+"CONSUMER.*.*."+eventStream+"."+name,    // MSG.NEXT, DURABLE.CREATE…
-				"$JS.ACK."+eventStream+"."+name+".>",
+		var allow, deny []string
+		allow = append(allow, api+"INFO")
+		for _, stream := range eventStreams {
+			allow = append(allow,
+				api+"STREAM.INFO."+stream,
+				api+"STREAM.MSG.GET."+stream,
+				api+"DIRECT.GET."+stream,
+				api+"DIRECT.GET."+stream+".>",
+				api+"CONSUMER.CREATE."+stream+".>",
+				api+"CONSUMER.DURABLE.CREATE."+stream+".*",
+				api+"CONSUMER.INFO."+stream+".*",
+				api+"CONSUMER.DELETE."+stream+".*",
+				api+"CONSUMER.MSG.NEXT."+stream+".*",
+				"$JS.ACK."+stream+".>",
 			)
+			for _, name := range protected {
+				deny = append(deny,
+					api+"CONSUMER.*."+stream+"."+name,      // CREATE, INFO, DELETE, PAUSE…
+					api+"CONSUMER.*."+stream+"."+name+".>", // CREATE with a filter
+					api+"CONSUMER.*.*."+stream+"."+name,    // MSG.NEXT, DURABLE.CREATE…
+					"$JS.ACK."+stream+"."+name+".>",
+				)
+			}
 		}
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{
-				Allow: []string{
-					api + "INFO",
-					api + "STREAM.INFO." + eventStream,
-					api + "STREAM.MSG.GET." + eventStream,
-					api + "DIRECT.GET." + eventStream,
-					api + "DIRECT.GET." + eventStream + ".>",
-					api + "CONSUMER.CREATE." + eventStream + ".>",
-					api + "CONSUMER.DURABLE.CREATE." + eventStream + ".*",
-					api + "CONSUMER.INFO." + eventStream + ".*",
-					api + "CONSUMER.DELETE." + eventStream + ".*",
-					api + "CONSUMER.MSG.NEXT." + eventStream + ".*",
-					"$JS.ACK." + eventStream + ".>",
-				},
-				Deny: deny,
-			},
+			Publish: &server.SubjectPermission{Allow: allow, Deny: deny},
 			Subscribe: &server.SubjectPermission{
 				Allow: []string{eventSubjects, InboxPrefix(UserConsumer) + ".>"},
 			},

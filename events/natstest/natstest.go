@@ -5,8 +5,13 @@
 package natstest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -41,18 +46,32 @@ func Conn(t testing.TB) *nats.Conn {
 	return nc
 }
 
-// ReadLog returns every event of the log on nc, in order, as far as it went
-// when the read began. It binds the event stream as it is (changing
-// nothing) and scans it. A scan that fails, as an ordered consumer placed
-// on a dead node of a degraded cluster does, is started again after the
-// last event read, a bounded number of times; then the rest is read one
-// message at a time from the stream leader.
+// ReadLog returns every event of the log on nc, as far as it went when
+// the read began: the history stream's events in their order, then the
+// inbox stream's in theirs (each stream has its own sequence). It binds
+// the streams as they are (changing nothing) and scans them. A scan that
+// fails, as an ordered consumer placed on a dead node of a degraded
+// cluster does, is started again after the last event read, a bounded
+// number of times; then the rest is read one message at a time from the
+// stream leader.
 func ReadLog(ctx context.Context, nc *nats.Conn) ([]events.Event, error) {
 	l, err := natslog.Open(ctx, nc, natslog.Config{Bind: true, EventsOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("natstest: bind the log: %w", err)
 	}
-	end, err := l.Position(ctx)
+	var out []events.Event
+	for _, kind := range []string{events.KindHoliday, events.KindInbox} {
+		evs, err := readStream(ctx, l, kind)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, evs...)
+	}
+	return out, nil
+}
+
+func readStream(ctx context.Context, l *natslog.Log, kind string) ([]events.Event, error) {
+	end, err := l.End(ctx, kind)
 	if err != nil {
 		return nil, fmt.Errorf("natstest: %w", err)
 	}
@@ -62,11 +81,14 @@ func ReadLog(ctx context.Context, nc *nats.Conn) ([]events.Event, error) {
 		out, last = append(out, e), e.Seq
 		return nil
 	}
-	const all = events.SubjectPrefix + ".>"
+	all := events.SubjectPrefix + ".>" // the history stream, for Read
+	if kind == events.KindInbox {
+		all = events.KindSubjects(kind)
+	}
 	for resets := 0; last < end; resets++ {
 		if resets > 5 {
 			if _, err := l.Read(ctx, all, last, keep); err != nil {
-				return nil, fmt.Errorf("natstest: read the log after %d: %w", last, err)
+				return nil, fmt.Errorf("natstest: read the %s stream after %d: %w", kind, last, err)
 			}
 			break
 		}
@@ -74,14 +96,45 @@ func ReadLog(ctx context.Context, nc *nats.Conn) ([]events.Event, error) {
 			time.Sleep(250 * time.Millisecond) // let a cluster settle; bounded by the resets
 		}
 		scanCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = l.Scan(scanCtx, all, natslog.ScanFrom{Seq: last + 1}, keep)
+		err = l.ScanStream(scanCtx, kind, natslog.ScanFrom{Seq: last + 1}, keep)
 		cancel()
 		if err != nil && ctx.Err() != nil {
-			return nil, fmt.Errorf("natstest: read the log at %d of %d: %w", last, end, err)
+			return nil, fmt.Errorf("natstest: read the %s stream at %d of %d: %w", kind, last, end, err)
 		}
 	}
 	if last < end {
-		return nil, fmt.Errorf("natstest: read the log up to %d of %d", last, end)
+		return nil, fmt.Errorf("natstest: read the %s stream up to %d of %d", kind, last, end)
 	}
 	return out, nil
+}
+
+// FilesWith lists the files under dir that hold marker: what anyone with
+// the disk of a log stored there would find. Files removed while it looks
+// (a block JetStream drops) are skipped.
+func FilesWith(t testing.TB, dir, marker string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte(marker)) {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("natstest: search %s: %v", dir, err)
+	}
+	return found
 }

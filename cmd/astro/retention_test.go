@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"astro/events"
+	"astro/events/natstest"
+)
+
+// A deleted notification's content leaves every file of the log within the
+// erasure bound, by compaction, with no request asking for it; the holiday
+// history of the same workspace stays whole; the read model the compacted
+// log rebuilds is the live one.
+func TestDeletedContentLeavesTheLogWithinTheBound(t *testing.T) {
+	s := startService(t, func(env map[string]string) { env["ASTRO_ERASE_WITHIN"] = "2s" })
+	svc, alice := sender(t, "w1"), token(t, "alice", "w1")
+	marker := events.NewID(time.Now())
+	deleted, kept := "DELETED-"+marker, "KEPT-"+marker
+	sendNote := func(subject string) notificationDto {
+		var n notificationDto
+		s.call("POST", sendPath, svc, map[string]any{
+			"recipientId": "alice", "senderId": idOf("svc"), "notificationType": "task", "subject": subject, "message": subject + " message",
+		}).want(t, 200).decode(t, &n)
+		return n
+	}
+	var h struct{ ID string }
+	s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "OLD-NAME-" + marker, "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-02"}).want(t, 200).decode(t, &h)
+	s.call("PUT", "/api/data/holidays/"+h.ID, alice, map[string]any{"reason": "NEW-NAME-" + marker}).want(t, 200)
+	gone := sendNote(deleted)
+	sendNote(kept)
+	for range 3 {
+		s.send(svc, "alice", "bob", "task")
+	}
+	s.call("POST", "/api/data/notifications/"+gone.ID+"/markread", alice, nil).want(t, 200)
+	s.call("DELETE", "/api/data/notifications/delete/"+gone.ID, alice, nil).want(t, 200)
+	if len(natstest.FilesWith(t, s.natsDir, deleted)) == 0 {
+		t.Fatal("the deleted notification is in no file before compaction: the search finds nothing")
+	}
+
+	waitFor(t, 30*time.Second, func() error {
+		if found := natstest.FilesWith(t, s.natsDir, deleted); len(found) > 0 {
+			return fmt.Errorf("the deleted notification's content is still in %v", found)
+		}
+		return nil
+	})
+
+	// What is pending is all there, and was compacted: the inbox's history
+	// starts with a compaction.
+	if p := s.page(alice, "?asFlatList=true"); p.TotalCount != 4 || len(p.Items) != 4 || p.UnreadCount != 4 {
+		t.Fatalf("after compaction: %d of %d, %d unread, want 4 of 4, 4 unread", len(p.Items), p.TotalCount, p.UnreadCount)
+	}
+	if len(natstest.FilesWith(t, s.natsDir, kept)) == 0 {
+		t.Fatal("a pending notification's content left the log")
+	}
+	var types []string
+	for _, e := range s.logEvents(t) {
+		if e.Aggregate.Kind == events.KindInbox {
+			types = append(types, e.Type)
+		}
+	}
+	if len(types) == 0 || types[0] != "InboxCompacted" {
+		t.Fatalf("alice's inbox in the log: %v, want a compaction first", types)
+	}
+
+	// The audit history of the workspace is whole, in the log and served.
+	var hist []historyEntry
+	s.call("GET", "/api/data/holidays/"+h.ID+"/history", alice, nil).want(t, 200).decode(t, &hist)
+	if len(hist) != 2 {
+		t.Fatalf("holiday history: %+v, want created and renamed", hist)
+	}
+	for _, name := range []string{"OLD-NAME-" + marker, "NEW-NAME-" + marker} {
+		if len(natstest.FilesWith(t, s.natsDir, name)) == 0 {
+			t.Fatalf("holiday name %s left the log", name)
+		}
+	}
+
+	// The compacted log rebuilds exactly the read model that saw the whole
+	// history.
+	out, err := astroCommand(t, s.env, "projections", "rebuild", "notifications")
+	if err != nil || !strings.Contains(out, "switched notifications to the rebuilt read model") {
+		t.Fatalf("rebuild from the compacted log: %v\n%s", err, out)
+	}
+}
+
+// Erasure on request, over HTTP and as a command: a user's notifications,
+// then a whole workspace, each leaving one event and no content, and
+// nothing of anyone else touched.
+func TestErasureOnRequest(t *testing.T) {
+	s := startService(t)
+	svc, dpo := sender(t, "w1"), token(t, "dpo", "w1", "data:erase")
+	alice, bob := token(t, "alice", "w1"), token(t, "bob", "w1")
+	marker := events.NewID(time.Now())
+	note := func(to, subject string) {
+		s.call("POST", sendPath, svc, map[string]any{
+			"recipientId": to, "senderId": idOf("svc"), "notificationType": "task", "subject": subject, "message": "m",
+		}).want(t, 200)
+	}
+	note("alice", "ALICE-"+marker)
+	note("alice", "ALICE-"+marker)
+	note("bob", "BOB-"+marker)
+	var h1, h2 struct{ ID string }
+	s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "W1-HOLIDAY-" + marker, "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-02"}).want(t, 200).decode(t, &h1)
+	w2 := token(t, "carol", "w2")
+	s.call("POST", "/api/data/holidays", w2, map[string]any{"reason": "W2-HOLIDAY-" + marker, "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-02"}).want(t, 200).decode(t, &h2)
+	s.call("PUT", "/api/data/holidays/"+h2.ID, w2, map[string]any{"reason": "W2-RENAMED-" + marker}).want(t, 200)
+
+	// Without the privilege: refused, nothing erased.
+	s.call("POST", "/api/data/erasure/users/alice", alice, nil).want(t, 403)
+	s.call("POST", "/api/data/erasure/users/not.a.user", dpo, nil).want(t, 400)
+
+	var r struct {
+		ErasureID, Scope, WorkspaceID, UserID, RequestedBy  string
+		Notifications, Inboxes, Holidays, Resources, Events int
+	}
+	s.call("POST", "/api/data/erasure/users/alice", dpo, nil).want(t, 200).decode(t, &r)
+	if r.Scope != "user" || r.UserID != "alice" || r.WorkspaceID != "w1" || r.RequestedBy != "dpo" || r.Notifications != 2 || r.Events != 2 || !events.ValidUUID(r.ErasureID) {
+		t.Fatalf("receipt: %+v", r)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if p := s.page(alice, "?asFlatList=true"); p.TotalCount != 0 || len(p.Items) != 0 {
+			return fmt.Errorf("alice still has %d notifications", p.TotalCount)
+		}
+		return nil
+	})
+	if p := s.page(bob, "?asFlatList=true"); p.TotalCount != 1 {
+		t.Fatalf("bob has %d notifications, want 1", p.TotalCount)
+	}
+	if found := natstest.FilesWith(t, s.natsDir, "ALICE-"+marker); len(found) > 0 {
+		t.Fatalf("alice's erased notifications are still in %v", found)
+	}
+
+	// The workspace, as a command.
+	out, err := astroCommand(t, s.env, "erase", "workspace", "--workspace", "w1", "--by", "offboarding-ticket-42")
+	if err != nil || !strings.Contains(out, `"scope": "workspace"`) || !strings.Contains(out, `"holidays": 1`) || !strings.Contains(out, `"inboxes": 2`) {
+		t.Fatalf("astro erase workspace: %v\n%s", err, out)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if a := s.call("GET", "/api/data/holidays/"+h1.ID, alice, nil); a.Status != 404 {
+			return fmt.Errorf("w1's holiday answers %d", a.Status)
+		}
+		if p := s.page(bob, "?asFlatList=true"); p.TotalCount != 0 {
+			return fmt.Errorf("bob still has %d notifications", p.TotalCount)
+		}
+		return nil
+	})
+	for _, m := range []string{"W1-HOLIDAY-" + marker, "BOB-" + marker} {
+		if found := natstest.FilesWith(t, s.natsDir, m); len(found) > 0 {
+			t.Fatalf("erased %s is still in %v", m, found)
+		}
+	}
+	// What w1 keeps in the log: its erasure, and an InboxErased per inbox.
+	var w1 []string
+	for _, e := range s.logEvents(t) {
+		if e.WorkspaceID == "w1" && e.Aggregate.Kind != events.KindInbox {
+			w1 = append(w1, e.Type+" by "+e.ActorID)
+		}
+	}
+	if len(w1) != 1 || w1[0] != "WorkspaceErased by offboarding-ticket-42" {
+		t.Fatalf("w1's history: %v, want one WorkspaceErased", w1)
+	}
+
+	// w2 is untouched: its holiday and the audit of its rename.
+	var hist []historyEntry
+	s.call("GET", "/api/data/holidays/"+h2.ID+"/history", w2, nil).want(t, 200).decode(t, &hist)
+	if len(hist) != 2 || len(natstest.FilesWith(t, s.natsDir, "W2-RENAMED-"+marker)) == 0 {
+		t.Fatalf("w2's history after w1's erasure: %+v", hist)
+	}
+	// And w1 lives on: a new holiday is a new history.
+	s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "after", "type": "global", "dateFrom": "2027-06-01", "dateTo": "2027-06-02"}).want(t, 200)
+}

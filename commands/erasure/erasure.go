@@ -1,0 +1,225 @@
+// Package erasure owns erasure on request: of one user's notifications,
+// and of a whole workspace's data (tenant offboarding). An erasure
+// appends one event that names no personal data (the actor who asked,
+// when, how much was erased), removes for good every event it replaces,
+// with their parked copies and snapshots, and answers with a receipt. A
+// stop part way is finished on restart (Finish), from the ledger of
+// erasures begun.
+package erasure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"astro/commands"
+	"astro/commands/notifications"
+	"astro/events"
+)
+
+// ScopeErase is the privilege an erasure needs.
+const ScopeErase = "data:erase"
+
+// Log is the event log as an erasure needs it.
+type Log interface {
+	commands.Log
+	notifications.Eraser
+	// Subjects lists the subjects matching filter that hold events.
+	Subjects(ctx context.Context, filter string) ([]string, error)
+}
+
+// Snapshots erases aggregate snapshots.
+type Snapshots interface {
+	Erase(ctx context.Context, filter string) error
+}
+
+// Eraser erases users and workspaces.
+type Eraser struct {
+	log     Log
+	snaps   Snapshots
+	ledger  notifications.Ledger
+	inboxes *notifications.Compactor
+	now     func() time.Time
+	logger  *slog.Logger
+}
+
+// New returns an Eraser.
+func New(log Log, snaps Snapshots, ledger notifications.Ledger, inboxes *notifications.Compactor, now func() time.Time, logger *slog.Logger) (*Eraser, error) {
+	if log == nil || snaps == nil || ledger == nil || inboxes == nil || now == nil {
+		return nil, errors.New("erasure: New needs the log, snapshots, a ledger, the inbox compactor and a clock")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Eraser{log: log, snaps: snaps, ledger: ledger, inboxes: inboxes, now: now, logger: logger}, nil
+}
+
+// Receipt says what an erasure did.
+type Receipt struct {
+	ErasureID     string    `json:"erasureId"`
+	Scope         string    `json:"scope"` // "user" or "workspace"
+	WorkspaceID   string    `json:"workspaceId"`
+	UserID        string    `json:"userId,omitempty"`
+	RequestedBy   string    `json:"requestedBy"`
+	ErasedAt      time.Time `json:"erasedAt"`
+	Notifications int       `json:"notifications"` // pending when erased
+	Inboxes       int       `json:"inboxes"`
+	Holidays      int       `json:"holidays"`
+	Resources     int       `json:"resources"`
+	Events        int       `json:"events"` // removed from the log
+}
+
+func allowed(by commands.Caller) error {
+	if !by.HasScope(ScopeErase) {
+		return commands.Errorf(commands.EForbidden, "Erasing data needs the %s privilege.", ScopeErase)
+	}
+	return nil
+}
+
+// User erases every notification of user in the caller's workspace.
+func (x *Eraser) User(ctx context.Context, by commands.Caller, user string) (Receipt, error) {
+	if err := allowed(by); err != nil {
+		return Receipt{}, err
+	}
+	res, err := x.inboxes.Erase(ctx, by, user)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return Receipt{ErasureID: res.ErasureID, Scope: "user", WorkspaceID: by.WorkspaceID, UserID: user, RequestedBy: by.UserID,
+		ErasedAt: x.now().UTC().Truncate(time.Microsecond), Notifications: res.Notifications, Inboxes: 1, Events: res.Events}, nil
+}
+
+// Workspace erases every notification, holiday and resource of the
+// caller's workspace. What is left of it in the log is one
+// WorkspaceErased event, and an InboxErased on each inbox it had.
+func (x *Eraser) Workspace(ctx context.Context, by commands.Caller) (Receipt, error) {
+	if err := allowed(by); err != nil {
+		return Receipt{}, err
+	}
+	ws := by.WorkspaceID
+	agg := events.Aggregate{Kind: events.KindWorkspace, ID: ws}
+	subject := events.Subject(ws, agg)
+	if err := x.ledger.Begin(ctx, subject); err != nil {
+		return Receipt{}, err
+	}
+	now := x.now().UTC().Truncate(time.Microsecond)
+	out := Receipt{ErasureID: events.NewID(now), Scope: "workspace", WorkspaceID: ws, RequestedBy: by.UserID, ErasedAt: now}
+	var err error
+	if out.Holidays, out.Resources, out.Inboxes, err = x.count(ctx, ws); err != nil {
+		return Receipt{}, err
+	}
+	e, err := events.New(out.ErasureID, by.Meta(now), agg, events.WorkspaceErased{
+		ErasureID: out.ErasureID, Holidays: out.Holidays, Resources: out.Resources, Inboxes: out.Inboxes,
+	})
+	if err != nil {
+		return Receipt{}, err
+	}
+	var seq uint64
+	for attempt := 0; ; attempt++ {
+		last, err := x.log.LastSeq(ctx, subject)
+		if err != nil {
+			return Receipt{}, err
+		}
+		seq, err = x.log.Append(ctx, subject, last, []events.Event{e})
+		if errors.Is(err, events.ErrConflict) && attempt < 3 {
+			continue // another erasure of the workspace at the same time
+		}
+		if err != nil {
+			return Receipt{}, fmt.Errorf("erase workspace %s: %w", ws, err)
+		}
+		break
+	}
+	if err := x.finish(ctx, by, seq, &out); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// count counts the aggregates of workspace ws that hold events.
+func (x *Eraser) count(ctx context.Context, ws string) (holidays, resources, inboxes int, err error) {
+	n := make([]int, 3)
+	for i, kind := range []string{events.KindHoliday, events.KindResource, events.KindInbox} {
+		subjects, err := x.log.Subjects(ctx, events.Subject(ws, events.Aggregate{Kind: kind, ID: "*"}))
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		n[i] = len(subjects)
+	}
+	return n[0], n[1], n[2], nil
+}
+
+// finish removes the workspace's data the WorkspaceErased event at seq
+// replaces: every inbox is erased, and every holiday, resource and earlier
+// workspace event before seq removed with its snapshots and parked copies.
+func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out *Receipt) error {
+	ws := by.WorkspaceID
+	inboxes, err := x.log.Subjects(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindInbox, ID: "*"}))
+	if err != nil {
+		return err
+	}
+	for _, s := range inboxes {
+		_, a, err := events.ParseSubject(s)
+		if err != nil {
+			return err
+		}
+		res, err := x.inboxes.Erase(ctx, by, a.ID)
+		if err != nil {
+			return err
+		}
+		out.Notifications += res.Notifications
+		out.Events += res.Events
+	}
+	for _, kind := range []string{events.KindHoliday, events.KindResource, events.KindWorkspace} {
+		n, err := x.log.EraseBefore(ctx, events.Subject(ws, events.Aggregate{Kind: kind, ID: "*"}), seq, true)
+		if err != nil {
+			return err
+		}
+		out.Events += n
+	}
+	// A snapshot key is the aggregate's snapshot name (one or two tokens,
+	// "holiday.v1") and its subject.
+	for _, filter := range []string{"*." + events.SubjectPrefix + "." + ws + ".>", "*.*." + events.SubjectPrefix + "." + ws + ".>"} {
+		if err := x.snaps.Erase(ctx, filter); err != nil {
+			return err
+		}
+	}
+	if _, err := x.log.EraseParked(ctx, events.SubjectPrefix+"."+ws+".>"); err != nil {
+		return err
+	}
+	return x.ledger.Done(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindWorkspace, ID: ws}))
+}
+
+// Finish finishes the erasures of workspaces a stop cut short, as the
+// actor who asked for each; erasures of inboxes are the compactor's.
+func (x *Eraser) Finish(ctx context.Context) error {
+	subjects, err := x.ledger.Unfinished(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range subjects {
+		ws, a, err := events.ParseSubject(s)
+		if err != nil || a.Kind != events.KindWorkspace {
+			continue
+		}
+		var last *events.Event
+		if _, err := x.log.Read(ctx, s, 0, func(e events.Event) error { last = &e; return nil }); err != nil {
+			return err
+		}
+		if last == nil || last.Type != (events.WorkspaceErased{}).EventType() {
+			// Stopped before its event: nothing was erased.
+			if err := x.ledger.Done(ctx, s); err != nil {
+				return err
+			}
+			continue
+		}
+		by := commands.Caller{WorkspaceID: ws, UserID: last.ActorID, Integration: last.Integration}
+		var out Receipt
+		if err := x.finish(ctx, by, last.Seq, &out); err != nil {
+			return err
+		}
+		x.logger.Info("finished a workspace erasure a stop had cut short", "workspace", ws, "erasure", last.ID, "events", out.Events)
+	}
+	return nil
+}

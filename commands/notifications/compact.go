@@ -1,0 +1,436 @@
+package notifications
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// Notifications are ephemeral, so an inbox's history is not kept: it is
+// compacted. A compaction appends InboxCompacted parts restating the
+// inbox's pending state, content included, then erases every event before
+// them. Erasure on request appends InboxErased and erases everything
+// before it. Either way the log that is left rebuilds the inbox exactly.
+//
+// Each is three steps (record, append, erase) and a crash may stop it
+// between any two: the ledger keeps the subjects whose erasure began, and
+// Finish, which a restarted compactor runs for each, works out from the
+// log alone what is left to erase.
+
+// Eraser removes events from the log for good.
+type Eraser interface {
+	// EraseBefore removes every event on subject with a sequence below
+	// before (0: every event) and returns how many it removed. With
+	// overwrite their bytes are overwritten at once; without, they leave
+	// the files when the log's turnover drops their block.
+	EraseBefore(ctx context.Context, subject string, before uint64, overwrite bool) (int, error)
+	// Turnover is how long the log of subject takes to close the block
+	// it is writing (0: unknown, or never).
+	Turnover(ctx context.Context, subject string) (time.Duration, error)
+	// EraseParked erases the parked copies of events on subjects matching
+	// filter.
+	EraseParked(ctx context.Context, filter string) (int, error)
+}
+
+// History reads an inbox's whole history at once.
+type History interface {
+	// ReadAll calls fn for every event the log holds on subject, in order.
+	ReadAll(ctx context.Context, subject string, fn func(events.Event) error) error
+}
+
+// Log is the event log as compaction needs it.
+type Log interface {
+	commands.Log
+	History
+}
+
+// Ledger remembers the erasures begun and not finished, by subject.
+type Ledger interface {
+	Begin(ctx context.Context, subject string) error
+	Done(ctx context.Context, subject string) error
+	Unfinished(ctx context.Context) ([]string, error)
+}
+
+// CompactorConfig tunes compaction.
+type CompactorConfig struct {
+	// PartBytes bounds the content one InboxCompacted event carries, well
+	// inside a NATS message (1 MiB by default). Default 256 KiB.
+	PartBytes int
+	// EraseWithin bounds how long a deleted notification's content stays
+	// in the log's files. Every inbox is compacted once its oldest event
+	// is half this old; a compaction overwrites what it removes unless
+	// the log closes its blocks within a quarter of it (Eraser.Turnover),
+	// in which case dropping the blocks erases it in time. Default 24h.
+	EraseWithin time.Duration
+	Logger      *slog.Logger
+}
+
+// Compactor compacts inboxes and erases them on request.
+type Compactor struct {
+	inboxes *Inboxes
+	log     Log
+	erase   Eraser
+	ledger  Ledger
+	now     func() time.Time
+	cfg     CompactorConfig
+}
+
+// NewCompactor returns a Compactor working on the inboxes of store, which
+// keeps them in log.
+func NewCompactor(store *Inboxes, log Log, erase Eraser, ledger Ledger, now func() time.Time, cfg CompactorConfig) (*Compactor, error) {
+	if store == nil || log == nil || erase == nil || ledger == nil || now == nil {
+		return nil, errors.New("notifications: NewCompactor needs an inbox store, the log, an eraser, a ledger and a clock")
+	}
+	if cfg.PartBytes <= 0 {
+		cfg.PartBytes = 256 << 10
+	}
+	if cfg.EraseWithin <= 0 {
+		cfg.EraseWithin = 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Compactor{inboxes: store, log: log, erase: erase, ledger: ledger, now: now, cfg: cfg}, nil
+}
+
+// compactorActor is the actor of the events compaction appends: no
+// person asked for them.
+const compactorActor = "astro-compactor"
+
+// Compacted is what a compaction did.
+type Compacted struct {
+	Pending   int    // notifications the compaction carries
+	Parts     int    // InboxCompacted events appended
+	Erased    int    // events removed from the log
+	Overwrote bool   // whether they were overwritten, or left to turnover
+	Seq       uint64 // the first part's position
+}
+
+// Compact compacts the inbox of recipient in workspace.
+func (c *Compactor) Compact(ctx context.Context, workspace, recipient string) (Compacted, error) {
+	agg := events.Aggregate{Kind: events.KindInbox, ID: recipient}
+	subject := events.Subject(workspace, agg)
+	if err := c.ledger.Begin(ctx, subject); err != nil {
+		return Compacted{}, err
+	}
+	var res commands.Result
+	for attempt := 0; ; attempt++ {
+		content, err := c.contents(ctx, subject)
+		if err != nil {
+			return Compacted{}, err
+		}
+		now := c.now().UTC().Truncate(time.Microsecond)
+		by := commands.Caller{WorkspaceID: workspace, UserID: compactorActor}
+		res, err = commands.Run(ctx, c.inboxes, by, agg, now, func(in *Inbox) ([]events.Payload, error) {
+			return in.compaction(recipient, events.NewID(now), content, c.cfg.PartBytes)
+		})
+		if errors.Is(err, errStale) && attempt < 3 {
+			continue // sent since the read: read again
+		}
+		if err != nil {
+			return Compacted{}, fmt.Errorf("compact %s: %w", subject, err)
+		}
+		break
+	}
+	out := Compacted{Parts: len(res.Events), Seq: res.Events[0].Seq}
+	for _, e := range res.Events {
+		if p, err := events.Decode(e); err == nil {
+			out.Pending += len(p.(*events.InboxCompacted).Notifications)
+		}
+	}
+	turnover, err := c.erase.Turnover(ctx, subject)
+	if err != nil {
+		return out, err
+	}
+	out.Overwrote = turnover <= 0 || turnover > c.cfg.EraseWithin/4
+	if out.Erased, err = c.finish(ctx, subject, out.Seq, out.Overwrote); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// Erased is the receipt of an inbox's erasure.
+type Erased struct {
+	ErasureID     string
+	Notifications int    // pending when it was erased
+	Events        int    // removed from the log
+	Seq           uint64 // the InboxErased event's position
+}
+
+// Erase erases every notification of recipient's inbox in the caller's
+// workspace, on the caller's request: an InboxErased event by the caller,
+// then everything before it removed.
+func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient string) (Erased, error) {
+	if !events.ValidToken(recipient) {
+		return Erased{}, commands.Invalid(map[string][]string{"userId": {"The user id must be 1 to 64 letters, digits, '-' or '_'."}})
+	}
+	agg := events.Aggregate{Kind: events.KindInbox, ID: recipient}
+	subject := events.Subject(by.WorkspaceID, agg)
+	if err := c.ledger.Begin(ctx, subject); err != nil {
+		return Erased{}, err
+	}
+	now := c.now().UTC().Truncate(time.Microsecond)
+	out := Erased{ErasureID: events.NewID(now)}
+	res, err := commands.Run(ctx, c.inboxes, by, agg, now, func(in *Inbox) ([]events.Payload, error) {
+		out.Notifications = in.Len()
+		return []events.Payload{events.InboxErased{ErasureID: out.ErasureID, Notifications: in.Len()}}, nil
+	})
+	if err != nil {
+		return Erased{}, fmt.Errorf("erase %s: %w", subject, err)
+	}
+	out.Seq = res.Seq
+	if out.Events, err = c.finish(ctx, subject, res.Seq, true); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// finish erases every event of subject before cut, and its parked copies,
+// and closes the ledger's entry.
+func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, overwrite bool) (int, error) {
+	n, err := c.erase.EraseBefore(ctx, subject, cut, overwrite)
+	if err != nil {
+		return n, err
+	}
+	if _, err := c.erase.EraseParked(ctx, subject); err != nil {
+		return n, err
+	}
+	return n, c.ledger.Done(ctx, subject)
+}
+
+// Finish completes the erasure of subject that a crash cut short: it
+// erases what precedes the inbox's last erasure or last complete
+// compaction. A compaction whose parts did not all land erases nothing;
+// the inbox's next compaction does.
+func (c *Compactor) Finish(ctx context.Context, subject string) error {
+	var cut, first uint64
+	var compaction string
+	err := c.log.ReadAll(ctx, subject, func(e events.Event) error {
+		switch e.Type {
+		case events.InboxErased{}.EventType():
+			cut = e.Seq
+		case events.InboxCompacted{}.EventType():
+			p, err := events.Decode(e)
+			if err != nil {
+				return err
+			}
+			part := p.(*events.InboxCompacted)
+			if part.Part == 1 {
+				first, compaction = e.Seq, part.CompactionID
+			}
+			if part.CompactionID == compaction && part.Part == part.Parts {
+				cut = first
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("finish erasure of %s: %w", subject, err)
+	}
+	if cut == 0 {
+		return c.ledger.Done(ctx, subject)
+	}
+	// Finishing is rare (after a crash): overwrite, whatever the turnover.
+	_, err = c.finish(ctx, subject, cut, true)
+	return err
+}
+
+// FinishAll finishes every erasure of an inbox the ledger holds; other
+// subjects are left to whoever began them.
+func (c *Compactor) FinishAll(ctx context.Context) error {
+	subjects, err := c.ledger.Unfinished(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range subjects {
+		if _, a, err := events.ParseSubject(s); err != nil || a.Kind != events.KindInbox {
+			continue
+		}
+		if err := c.Finish(ctx, s); err != nil {
+			return err
+		}
+		c.cfg.Logger.Info("finished an inbox erasure a stop had cut short", "subject", s)
+	}
+	return nil
+}
+
+// contents reads the content of every notification subject's history
+// holds, by id.
+func (c *Compactor) contents(ctx context.Context, subject string) (map[events.UUID]events.CompactedNotification, error) {
+	content := map[events.UUID]events.CompactedNotification{}
+	err := c.log.ReadAll(ctx, subject, func(e events.Event) error {
+		switch e.Type {
+		case events.NotificationSent{}.EventType(), events.InboxCompacted{}.EventType():
+		default:
+			return nil // no content
+		}
+		p, err := events.Decode(e)
+		if err != nil {
+			return err
+		}
+		switch p := p.(type) {
+		case *events.NotificationSent:
+			if id, ok := events.ParseUUID(p.NotificationID); ok {
+				content[id] = events.CompactedNotification{
+					NotificationID: p.NotificationID, SenderID: p.SenderID, NotificationType: p.NotificationType,
+					Subject: p.Subject, Message: p.Message, Data: p.Data, CreateDate: p.CreateDate, Seq: e.Seq,
+				}
+			}
+		case *events.InboxCompacted:
+			for _, n := range p.Notifications {
+				if id, ok := events.ParseUUID(n.NotificationID); ok {
+					n.ReadDate = nil // the inbox says what is read
+					content[id] = n
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", subject, err)
+	}
+	return content, nil
+}
+
+// errStale: a pending notification's content was not in the history read
+// before deciding, so it was sent since; read again.
+var errStale = errors.New("inbox changed since its history was read")
+
+// compaction decides the parts of a compaction restating the inbox, with
+// each pending notification's content from content.
+func (in *Inbox) compaction(recipient, id string, content map[events.UUID]events.CompactedNotification, partBytes int) ([]events.Payload, error) {
+	ids := make([]string, len(in.items))
+	var parts []events.Payload
+	cur := events.InboxCompacted{RecipientID: recipient, CompactionID: id, Notifications: []events.CompactedNotification{}}
+	size := 0
+	for i, it := range in.items {
+		n, ok := content[it.id]
+		if !ok {
+			return nil, errStale
+		}
+		ids[i] = n.NotificationID
+		if it.read != 0 {
+			at := time.UnixMicro(it.read).UTC()
+			n.ReadDate = &at
+		}
+		// Escaping can make text six times its length in JSON: weigh
+		// what will be sent.
+		b, err := json.Marshal(n)
+		if err != nil {
+			return nil, err
+		}
+		weight := len(b) + len(n.NotificationID) + 3 // and its place in part 1's id list
+		if size > 0 && size+weight > partBytes {
+			parts = append(parts, cur)
+			cur = events.InboxCompacted{RecipientID: recipient, CompactionID: id, Notifications: []events.CompactedNotification{}}
+			size = 0
+		}
+		cur.Notifications = append(cur.Notifications, n)
+		size += weight
+	}
+	parts = append(parts, cur)
+	for i := range parts {
+		p := parts[i].(events.InboxCompacted)
+		p.Part, p.Parts = i+1, len(parts)
+		if i == 0 {
+			p.NotificationIDs = slices.Clip(ids)
+		}
+		parts[i] = p
+	}
+	return parts, nil
+}
+
+// Due lists inboxes due for compaction.
+type Due interface {
+	// Due lists at most limit inboxes that had at least events events
+	// since their last compaction, or whose log holds an event from
+	// before olderThan.
+	Due(ctx context.Context, events int, olderThan time.Time, limit int) ([]DueInbox, error)
+}
+
+// DueInbox names an inbox due for compaction.
+type DueInbox struct{ WorkspaceID, RecipientID string }
+
+// Schedule says when inboxes are compacted.
+type Schedule struct {
+	// Every compacts an inbox once it has had this many events since its
+	// last compaction: its log holds at most its pending notifications
+	// (in the compaction) plus about this many events. Default 1,000.
+	Every int
+	// Poll is how often the due inboxes are looked for. Default a minute,
+	// or a tenth of the compactor's EraseWithin when that is less.
+	Poll time.Duration
+	// Batch is the most inboxes compacted in one round. Default 1,000.
+	Batch int
+}
+
+func (s *Schedule) defaults(eraseWithin time.Duration) {
+	if s.Every <= 0 {
+		s.Every = 1000
+	}
+	if s.Poll <= 0 {
+		s.Poll = min(time.Minute, eraseWithin/10)
+	}
+	if s.Batch <= 0 {
+		s.Batch = 1000
+	}
+}
+
+// Run compacts the inboxes due, every Poll, until ctx ends. It first
+// finishes the erasures a stop cut short. An inbox just compacted drops
+// off the due list once the projector applies its compaction, well
+// within a Poll.
+func (c *Compactor) Run(ctx context.Context, due Due, s Schedule) error {
+	s.defaults(c.cfg.EraseWithin)
+	finished := false
+	t := time.NewTicker(s.Poll)
+	defer t.Stop()
+	for {
+		if !finished {
+			if err := c.FinishAll(ctx); err != nil {
+				c.cfg.Logger.Warn("finishing erasures; trying again next round", "err", err)
+			} else {
+				finished = true
+			}
+		}
+		c.round(ctx, due, s)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// round compacts the inboxes due now.
+func (c *Compactor) round(ctx context.Context, due Due, s Schedule) {
+	inboxes, err := due.Due(ctx, s.Every, c.now().Add(-c.cfg.EraseWithin/2), s.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.cfg.Logger.Warn("compaction: listing the inboxes due", "err", err)
+		}
+		return
+	}
+	for _, in := range inboxes {
+		if ctx.Err() != nil {
+			return
+		}
+		start := time.Now()
+		res, err := c.Compact(ctx, in.WorkspaceID, in.RecipientID)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.cfg.Logger.Warn("compaction failed; the inbox stays due", "workspace", in.WorkspaceID, "recipient", in.RecipientID, "err", err)
+			}
+			continue
+		}
+		c.cfg.Logger.Debug("inbox compacted", "workspace", in.WorkspaceID, "recipient", in.RecipientID,
+			"pending", res.Pending, "parts", res.Parts, "erased", res.Erased, "overwrote", res.Overwrote, "took", time.Since(start))
+	}
+}

@@ -1,0 +1,526 @@
+package notifications
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/commands"
+	"astro/events"
+	"astro/events/natslog"
+	"astro/events/natsserver"
+	"astro/events/natstest"
+)
+
+// logFixture is an inbox store on a real JetStream log, whose files are
+// in dir.
+type logFixture struct {
+	dir       string
+	log       *natslog.Log
+	store     *Inboxes
+	handlers  *Handlers
+	compactor *Compactor
+}
+
+func newLogFixture(t testing.TB, partBytes int) *logFixture {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := natsserver.Start(t.Context(), natsserver.Config{StoreDir: dir, Listen: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := natslog.Open(t.Context(), nc, natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &logFixture{dir: dir, log: l}
+	if f.store, err = commands.NewStore(l, l.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName}); err != nil {
+		t.Fatal(err)
+	}
+	if f.handlers, err = NewHandlers(f.store, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if f.compactor, err = NewCompactor(f.store, l, l, l.Pending(), time.Now, CompactorConfig{PartBytes: partBytes}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+var sender = commands.Caller{WorkspaceID: "w1", UserID: "svc", Scopes: []string{ScopeSend}}
+
+func (f *logFixture) send(t testing.TB, recipient, message string) string {
+	t.Helper()
+	sent, _, err := f.handlers.Send.Handle(t.Context(), Send{Caller: sender, RecipientID: recipient, SenderID: "0000b0b0-0000-4000-8000-000000000001",
+		NotificationType: "task.assigned", Subject: "s", Message: message, Data: []byte(`{"taskId":"00000000-0000-4000-8000-000000000042"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sent.NotificationID
+}
+
+// state is the inbox of recipient as the store holds it.
+func (f *logFixture) state(t testing.TB, recipient string) []item {
+	t.Helper()
+	var out []item
+	err := f.store.Load(t.Context(), events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: recipient}), func(in *Inbox, _ uint64) error {
+		out = append([]item(nil), in.items...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// history is every event the log holds for recipient's inbox.
+func (f *logFixture) history(t testing.TB, recipient string) []events.Event {
+	t.Helper()
+	var out []events.Event
+	if _, err := f.log.Read(t.Context(), events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: recipient}), 0, func(e events.Event) error {
+		out = append(out, e)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// fold rebuilds an inbox from evs alone.
+func fold(t testing.TB, evs []events.Event) []item {
+	t.Helper()
+	in := NewInbox()
+	for _, e := range evs {
+		if err := in.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return in.items
+}
+
+func TestCompactionRestatesTheInboxAndErasesWhatWasDeleted(t *testing.T) {
+	f := newLogFixture(t, 2<<10) // small parts: a compaction of several events
+	ctx := t.Context()
+	ids := make([]string, 30)
+	for i := range ids {
+		ids[i] = f.send(t, "alice", fmt.Sprintf("message %d", i))
+	}
+	gone := f.send(t, "alice", "DELETED-CONTENT-7f3a")
+	kept := f.send(t, "alice", "KEPT-CONTENT-91bc")
+	alice := commands.Caller{WorkspaceID: "w1", UserID: "alice"}
+	for _, id := range ids[:10] {
+		if _, err := f.handlers.Delete.Handle(ctx, Delete{Caller: alice, NotificationID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.handlers.Delete.Handle(ctx, Delete{Caller: alice, NotificationID: gone}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[20:25] {
+		if _, _, err := f.handlers.MarkRead.Handle(ctx, MarkRead{Caller: alice, NotificationID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.send(t, "bob", "bob's own") // another inbox, untouched
+	before := f.state(t, "alice")
+	bobBefore := f.history(t, "bob")
+
+	res, err := f.compactor.Compact(ctx, "w1", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pending != 21 || res.Parts < 2 || res.Erased != 32+11+5 {
+		t.Fatalf("compaction: %+v, want 21 pending in several parts, 48 events erased", res)
+	}
+
+	// The log holds the compaction alone, and it rebuilds the inbox.
+	evs := f.history(t, "alice")
+	if len(evs) != res.Parts || evs[0].Seq != res.Seq {
+		t.Fatalf("the log holds %d events of alice from %d, want the %d parts from %d", len(evs), evs[0].Seq, res.Parts, res.Seq)
+	}
+	for _, e := range evs {
+		if e.Type != (events.InboxCompacted{}).EventType() {
+			t.Fatalf("left in the log: %s", e.Type)
+		}
+	}
+	if got := fold(t, evs); !reflect.DeepEqual(got, before) {
+		t.Fatalf("the compacted log rebuilds\n%v\nwant\n%v", got, before)
+	}
+	if got := f.state(t, "alice"); !reflect.DeepEqual(got, before) {
+		t.Fatalf("the store's inbox after compaction\n%v\nwant\n%v", got, before)
+	}
+	// And a store that never saw the history loads the same.
+	cold, err := commands.NewStore(f.log, f.log.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var coldItems []item
+	if err := cold.Load(ctx, events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"}), func(in *Inbox, _ uint64) error {
+		coldItems = in.items
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(coldItems, before) {
+		t.Fatalf("a cold load after compaction\n%v\nwant\n%v", coldItems, before)
+	}
+	if got := f.history(t, "bob"); !reflect.DeepEqual(got, bobBefore) {
+		t.Fatalf("bob's inbox changed: %d events, want %d", len(got), len(bobBefore))
+	}
+
+	// The deleted notification's content is gone from the files; the
+	// pending one's is there, in the compaction.
+	if found := natstest.FilesWith(t, f.dir, "DELETED-CONTENT-7f3a"); len(found) > 0 {
+		t.Fatalf("a deleted notification's content is still in %v", found)
+	}
+	if found := natstest.FilesWith(t, f.dir, "KEPT-CONTENT-91bc"); len(found) == 0 {
+		t.Fatal("a pending notification's content is in no file: the test's search finds nothing")
+	}
+
+	// Commands go on from the compacted state, and the next compaction
+	// replaces this one.
+	if _, err := f.handlers.Delete.Handle(ctx, Delete{Caller: alice, NotificationID: kept}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.compactor.Compact(ctx, "w1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if found := natstest.FilesWith(t, f.dir, "KEPT-CONTENT-91bc"); len(found) > 0 {
+		t.Fatalf("a notification deleted after a compaction that carried it is still in %v", found)
+	}
+	if got, want := len(f.state(t, "alice")), 20; got != want {
+		t.Fatalf("%d pending, want %d", got, want)
+	}
+}
+
+func TestErasureLeavesOneEventAndNoContent(t *testing.T) {
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	for i := range 5 {
+		f.send(t, "alice", fmt.Sprintf("ERASE-ME-%d-c41d", i))
+	}
+	if _, err := f.compactor.Compact(ctx, "w1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	f.send(t, "alice", "ERASE-ME-late-c41d")
+	admin := commands.Caller{WorkspaceID: "w1", UserID: "dpo"}
+	res, err := f.compactor.Erase(ctx, admin, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Notifications != 6 || res.Events != 2 {
+		t.Fatalf("erasure: %+v, want 6 notifications in 2 events", res)
+	}
+	evs := f.history(t, "alice")
+	if len(evs) != 1 || evs[0].Type != (events.InboxErased{}).EventType() || evs[0].ActorID != "dpo" {
+		t.Fatalf("after the erasure the log holds %+v, want one InboxErased by dpo", evs)
+	}
+	if got := f.state(t, "alice"); len(got) != 0 {
+		t.Fatalf("erased inbox holds %v", got)
+	}
+	if found := natstest.FilesWith(t, f.dir, "c41d"); len(found) > 0 {
+		t.Fatalf("erased content is still in %v", found)
+	}
+	// The inbox lives on.
+	f.send(t, "alice", "after")
+	if got := f.state(t, "alice"); len(got) != 1 {
+		t.Fatalf("after the erasure, a send: %d pending, want 1", len(got))
+	}
+}
+
+// A stop between a compaction's append and its erasure leaves the ledger
+// entry; FinishAll does the rest. A compaction whose parts did not all
+// land erases nothing.
+func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
+	f := newLogFixture(t, 1<<10)
+	ctx := t.Context()
+	for i := range 10 {
+		f.send(t, "alice", fmt.Sprintf("note %d", i))
+	}
+	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
+	content, err := f.compactor.contents(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendParts := func(keep int) {
+		t.Helper()
+		by := commands.Caller{WorkspaceID: "w1", UserID: compactorActor}
+		now := time.Now()
+		_, err := commands.Run(ctx, f.store, by, events.Aggregate{Kind: events.KindInbox, ID: "alice"}, now, func(in *Inbox) ([]events.Payload, error) {
+			ps, err := in.compaction("alice", events.NewID(now), content, 1<<10)
+			if len(ps) < 2 {
+				t.Fatalf("want a compaction of several parts, got %d", len(ps))
+			}
+			return ps[:min(keep, len(ps))], err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Cut after the first part: nothing is erased, the ledger is cleared.
+	if err := f.log.Pending().Begin(ctx, subject); err != nil {
+		t.Fatal(err)
+	}
+	appendParts(1)
+	n := len(f.history(t, "alice"))
+	if err := f.compactor.FinishAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f.history(t, "alice")); got != n {
+		t.Fatalf("finishing an incomplete compaction erased %d events", n-got)
+	}
+	if left, err := f.log.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+		t.Fatalf("ledger after finishing: %v, %v", left, err)
+	}
+
+	// Cut after every part landed, before the erasure.
+	before := f.state(t, "alice")
+	if err := f.log.Pending().Begin(ctx, subject); err != nil {
+		t.Fatal(err)
+	}
+	appendParts(1 << 20)
+	if err := f.compactor.FinishAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := f.history(t, "alice")
+	if evs[0].Type != (events.InboxCompacted{}).EventType() || !reflect.DeepEqual(fold(t, evs), before) {
+		t.Fatalf("after finishing, the log holds %d events from a %s, folding to another inbox", len(evs), evs[0].Type)
+	}
+	for _, e := range evs {
+		if p, _ := events.Decode(e); p.(*events.InboxCompacted).Part == 1 && e.Seq != evs[0].Seq {
+			t.Fatalf("an older compaction is left at %d", e.Seq)
+		}
+	}
+	if left, err := f.log.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+		t.Fatalf("ledger after finishing: %v, %v", left, err)
+	}
+}
+
+// The proof of a bounded log: 100,000 notifications sent to one user, who
+// keeps at most MaxPending, compacted on the default schedule (every
+// 1,000 events), on a busy log (other users' notifications fill two of
+// its blocks first). The bytes the log holds for the user never pass the
+// size of 1,000 pending notifications plus the events since the last
+// compaction, where the uncompacted log would hold every send. A busy log
+// closes its blocks within minutes, so compaction leaves what it removes
+// to their turnover instead of overwriting each message (see
+// natslog.Turnover); TestErasureLeavesOneEventAndNoContent is the quiet
+// log, which overwrites.
+func TestAHundredThousandSendsStayBounded(t *testing.T) {
+	const sends, every = 100_000, 1000
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	stream, err := f.log.JetStream().Stream(ctx, f.log.Stream(events.KindInbox))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytesHeld := func() uint64 {
+		t.Helper()
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Bytes
+	}
+	p := newPublisher(t, f)
+	p.fillOthers(t, bytesHeld)
+	others := bytesHeld()
+
+	// The history, as the inbox decides it: each send past MaxPending
+	// deletes the oldest first. It goes to the log without waiting for
+	// each append, as many senders would.
+	in := NewInbox()
+	var sentBytes, worst uint64
+	since, compactions, overwrote := 0, 0, 0
+	for i := range sends {
+		for range p.send(t, in, "alice", i) {
+			if sentBytes == 0 {
+				<-p.js.PublishAsyncComplete()
+				sentBytes = bytesHeld() - others // one stored NotificationSent
+			}
+			since++
+		}
+		if since >= every {
+			<-p.js.PublishAsyncComplete()
+			worst = max(worst, bytesHeld()-others)
+			res, err := f.compactor.Compact(ctx, "w1", "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Overwrote {
+				overwrote++
+			}
+			since = 0
+			compactions++
+		}
+	}
+	<-p.js.PublishAsyncComplete()
+	worst = max(worst, bytesHeld()-others)
+	bound := (MaxPending + every + 2) * sentBytes
+	t.Logf("%d sends, %d compactions (%d overwriting): the log held at most %d bytes for the user, %.2f of the bound %d (%d pending + %d events of %d bytes); uncompacted it would hold about %d",
+		sends, compactions, overwrote, worst, float64(worst)/float64(bound), bound, MaxPending, every, sentBytes, uint64(2*sends)*sentBytes)
+	if worst > bound {
+		t.Fatalf("the log held %d bytes for one user, over the bound of %d", worst, bound)
+	}
+	if overwrote > 0 {
+		t.Fatalf("%d compactions overwrote on a busy log: they would not keep up", overwrote)
+	}
+	if got := f.state(t, "alice"); len(got) != MaxPending {
+		t.Fatalf("%d pending, want %d", len(got), MaxPending)
+	}
+	if got := fold(t, f.history(t, "alice")); !reflect.DeepEqual(got, in.items) {
+		t.Fatal("the compacted log does not rebuild the inbox")
+	}
+}
+
+// publisher puts inbox events in the log directly, without waiting for
+// each append, as many senders at once would: far faster than commands,
+// for histories of a size no test could send one by one.
+type publisher struct {
+	js   jetstream.JetStream
+	meta events.Meta
+}
+
+func newPublisher(tb testing.TB, f *logFixture) *publisher {
+	return &publisher{js: f.log.JetStream(), meta: events.Meta{WorkspaceID: "w1", ActorID: "svc", Time: time.Now().UTC()}}
+}
+
+func (p *publisher) sent(recipient string, i int) events.NotificationSent {
+	return events.NotificationSent{NotificationID: events.NewID(time.Now()), RecipientID: recipient, SenderID: "0000b0b0-0000-4000-8000-000000000001",
+		NotificationType: "task.assigned", Subject: fmt.Sprintf("Task %d assigned", i), Message: "Please review the attached task before Friday.",
+		Data: []byte(`{"taskId":"00000000-0000-4000-8000-000000000042"}`), CreateDate: p.meta.Time}
+}
+
+func (p *publisher) publish(tb testing.TB, recipient string, pl events.Payload) {
+	tb.Helper()
+	e, err := events.New(events.NewID(time.Now()), p.meta, events.Aggregate{Kind: events.KindInbox, ID: recipient}, pl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := p.js.PublishMsgAsync(natslog.Encode(e)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// send publishes the i-th send to recipient as in decides it (the oldest
+// deleted first when it is full) and returns the payloads.
+func (p *publisher) send(tb testing.TB, in *Inbox, recipient string, i int) []events.Payload {
+	tb.Helper()
+	s := p.sent(recipient, i)
+	decided := in.Send(s)
+	// What folding them does, without decoding them again: the oldest
+	// go, the new one comes last.
+	id, _ := events.ParseUUID(s.NotificationID)
+	in.items = append(in.items[len(decided)-1:], item{id: id})
+	for _, pl := range decided {
+		p.publish(tb, recipient, pl)
+	}
+	return decided
+}
+
+// fillOthers writes others' notifications until the inbox stream has
+// written two blocks: a busy log.
+func (p *publisher) fillOthers(tb testing.TB, bytesHeld func() uint64) {
+	tb.Helper()
+	for i := 0; bytesHeld() < 2*natslog.BlockBytes+1<<20; i++ {
+		for j := range 5000 {
+			p.publish(tb, fmt.Sprintf("user%d", j%500), p.sent("other", i*5000+j))
+		}
+		<-p.js.PublishAsyncComplete()
+	}
+}
+
+// BenchmarkCompaction is the cost of compacting a full inbox (1,000
+// pending) after 1,000 events since its last compaction (500 sends, each
+// with the overflow delete it brings), on a busy log, overwriting what it
+// removes or leaving it to the log's turnover; against a raw JetStream
+// publish measured in the same run. It reports the bytes the log holds
+// for the user after a long history against the bytes its pending
+// notifications weigh as sent.
+//
+//	go test -run '^$' -bench Compaction -benchtime 20x ./commands/notifications/
+func BenchmarkCompaction(b *testing.B) {
+	for _, overwrite := range []bool{false, true} {
+		name := map[bool]string{false: "turnover", true: "overwrite"}[overwrite]
+		b.Run(name, func(b *testing.B) {
+			f := newLogFixture(b, 0)
+			ctx := b.Context()
+			stream, err := f.log.JetStream().Stream(ctx, f.log.Stream(events.KindInbox))
+			if err != nil {
+				b.Fatal(err)
+			}
+			bytesHeld := func() uint64 {
+				info, err := stream.Info(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return info.State.Bytes
+			}
+			p := newPublisher(b, f)
+			p.fillOthers(b, bytesHeld)
+			if overwrite {
+				f.compactor.cfg.EraseWithin = time.Nanosecond // no turnover is quick enough
+			}
+			// Raw publish: the baseline.
+			const raw = 2000
+			start := time.Now()
+			for i := range raw {
+				if _, err := p.js.Publish(ctx, "astro.events.w1.inbox.baseline", []byte(fmt.Sprint(i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			publish := time.Since(start) / raw
+			// What one notification weighs as sent, and all but alice's.
+			probe := bytesHeld()
+			p.publish(b, "probe", p.sent("probe", 0))
+			<-p.js.PublishAsyncComplete()
+			others := bytesHeld()
+			sent := others - probe
+
+			in := NewInbox()
+			i := 0
+			history := func(events int) {
+				for n := 0; n < events; i++ {
+					n += len(p.send(b, in, "alice", i))
+				}
+				<-p.js.PublishAsyncComplete()
+			}
+			history(3000) // full, and more
+			if _, err := f.compactor.Compact(ctx, "w1", "alice"); err != nil {
+				b.Fatal(err)
+			}
+			var spent time.Duration
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				history(1000)
+				b.StartTimer()
+				t0 := time.Now()
+				res, err := f.compactor.Compact(ctx, "w1", "alice")
+				spent += time.Since(t0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Overwrote != overwrite {
+					b.Fatalf("overwrote %v, want %v", res.Overwrote, overwrite)
+				}
+			}
+			b.StopTimer()
+			per := spent / time.Duration(b.N)
+			b.ReportMetric(float64(per.Microseconds())/1000, "ms/compaction")
+			b.ReportMetric(float64(per)/float64(publish), "x-publish")
+			// After the last compaction the log holds the user's pending
+			// notifications in the compaction: against their bytes as sent.
+			b.ReportMetric(float64(bytesHeld()-others)/float64(MaxPending*sent), "log/pending")
+		})
+	}
+}

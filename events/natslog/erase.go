@@ -1,0 +1,286 @@
+package natslog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/events"
+)
+
+// Erasing. JetStream removes a message in one of two ways. An erase (a
+// secure delete) overwrites it in place, at once; but it rewrites the
+// whole block file the message is in (8 MiB, so 7 to 16 ms each, about a
+// hundred a second), so it cannot keep up with a busy log. A plain delete
+// or purge only marks the message gone: its bytes stay in the block file
+// until JetStream drops the block (when every message in it is gone) or
+// rewrites it (when more than half is). Compaction makes the second as
+// sure as the first on a busy log: every inbox is compacted once its
+// oldest event is older than a set age, so every block written before
+// that age holds only removed messages and is dropped. Only the block
+// being written escapes that, and on a busy log it fills and is closed
+// within minutes; on a quiet one it may stay open for days, and there the
+// few erases needed are cheap. Turnover tells the two apart.
+
+// BlockBytes is the size of a block of an event stream: nats-server's
+// block size for a file stream with no byte limit.
+const BlockBytes = 8 << 20
+
+// contentTypes are the event types that carry what a person wrote.
+var contentTypes = map[string]bool{
+	events.NotificationSent{}.EventType(): true,
+	events.InboxCompacted{}.EventType():   true,
+}
+
+// EraseBefore removes every event on subject (wildcards allowed in the id
+// token) with a sequence below before, or every event when before is 0.
+// With overwrite, whatever carries content (and, on the history, every
+// event) is erased, overwritten in place; without, it is purged, and gone
+// from the files when its block is (see Turnover). It returns how many
+// events it removed. An event already gone is no error, so an erasure cut
+// short is finished by running it again.
+func (l *Log) EraseBefore(ctx context.Context, subject string, before uint64, overwrite bool) (int, error) {
+	st := l.streamOf(subject)
+	// The history denies purges: every one of its events is erased.
+	purge := st == l.inboxes
+	var erase []uint64
+	plain := 0
+	err := l.headers(ctx, st, subject, before, func(seq uint64, typ string) {
+		if purge && (!overwrite || !contentTypes[typ]) {
+			plain++
+		} else {
+			erase = append(erase, seq)
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("erase %s: %w", subject, err)
+	}
+	if err := l.eraseAll(ctx, st, erase); err != nil {
+		return 0, fmt.Errorf("erase %s: %w", subject, err)
+	}
+	if plain > 0 {
+		opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subject)}
+		if before > 0 {
+			opts = append(opts, jetstream.WithPurgeSequence(before))
+		}
+		if err := st.Purge(ctx, opts...); err != nil {
+			return len(erase), fmt.Errorf("erase %s: purge: %w", subject, err)
+		}
+	}
+	return len(erase) + plain, nil
+}
+
+// headers calls fn with the sequence and event type of every message on
+// subject below before (0: every message), reading headers only.
+func (l *Log) headers(ctx context.Context, st jetstream.Stream, subject string, before uint64, fn func(seq uint64, typ string)) error {
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, HeadersOnly: true})
+	if err != nil {
+		return err
+	}
+	if cons.CachedInfo().NumPending == 0 {
+		return nil
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		if before > 0 && meta.Sequence.Stream >= before {
+			return nil
+		}
+		fn(meta.Sequence.Stream, m.Headers().Get(hType))
+		if meta.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+// eraseAll erases the messages at seqs, several requests in flight: each
+// is a round trip the server answers in microseconds.
+func (l *Log) eraseAll(ctx context.Context, st jetstream.Stream, seqs []uint64) error {
+	const inFlight = 16
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan uint64)
+	var wg sync.WaitGroup
+	for range min(inFlight, len(seqs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range next {
+				if err := st.SecureDeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+					cancel(fmt.Errorf("seq %d: %w", seq, err))
+				}
+			}
+		}()
+	}
+feed:
+	for _, seq := range seqs {
+		select {
+		case next <- seq:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// Turnover estimates how long the stream that keeps subject takes to fill
+// one block, at the rate it has been written over its life. It answers 0
+// (unknown) until the stream has written two blocks: a young log's rate
+// says nothing of how soon its block will close.
+func (l *Log) Turnover(ctx context.Context, subject string) (time.Duration, error) {
+	info, err := l.streamOf(subject).Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("turnover of %s: %w", subject, err)
+	}
+	st := info.State
+	life := st.LastTime.Sub(info.Created)
+	if st.Msgs == 0 || life <= 0 {
+		return 0, nil
+	}
+	// Bytes a message, as the messages kept now weigh.
+	written := float64(st.LastSeq) * float64(st.Bytes) / float64(st.Msgs)
+	if written < 2*BlockBytes {
+		return 0, nil
+	}
+	return time.Duration(float64(BlockBytes) / written * float64(life)), nil
+}
+
+// Subjects lists the subjects of the log that match filter (wildcards
+// allowed; the kind token must be literal) and still hold events.
+func (l *Log) Subjects(ctx context.Context, filter string) ([]string, error) {
+	info, err := l.streamOf(filter).Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("subjects of %s: %w", filter, err)
+	}
+	out := make([]string, 0, len(info.State.Subjects))
+	for s := range info.State.Subjects {
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// EraseParked erases the parked events whose subject matches filter.
+func (l *Log) EraseParked(ctx context.Context, filter string) (int, error) {
+	info, err := l.parked.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("parked stream: %w", err)
+	}
+	if info.State.Msgs == 0 {
+		return 0, nil
+	}
+	var seqs []uint64
+	err = l.ListParked(ctx, "", func(p Parked) error {
+		if subjectMatches(filter, p.Subject) {
+			seqs = append(seqs, p.ParkSeq)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, seq := range seqs {
+		if err := l.parked.SecureDeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, fmt.Errorf("erase parked %d: %w", seq, err)
+		}
+	}
+	return len(seqs), nil
+}
+
+// subjectMatches reports whether subject matches filter, whose tokens may
+// be wildcards.
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, t := range f {
+		switch {
+		case t == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case t != "*" && t != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
+
+// Erase removes the snapshots whose key matches filter for good.
+func (s Snapshots) Erase(ctx context.Context, filter string) error {
+	keys, err := s.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("snapshots of %s: %w", filter, err)
+	}
+	var revs []uint64
+	for k := range keys.Keys() {
+		if e, err := s.kv.Get(ctx, k); err == nil {
+			revs = append(revs, e.Revision())
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("snapshot %s: %w", k, err)
+		}
+	}
+	for _, rev := range revs {
+		if err := s.stream.SecureDeleteMsg(ctx, rev); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("erase snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
+// Pending is the ledger of erasures begun and not yet finished: a key is
+// written before an erasure's first step and removed after its last, so
+// the keys left after a crash name exactly the work to finish.
+type Pending struct{ kv jetstream.KeyValue }
+
+// Pending returns the ledger.
+func (l *Log) Pending() Pending { return Pending{kv: l.pending} }
+
+// Begin records that an erasure of key has begun.
+func (p Pending) Begin(ctx context.Context, key string) error {
+	if _, err := p.kv.Put(ctx, key, nil); err != nil {
+		return fmt.Errorf("record erasure of %s: %w", key, err)
+	}
+	return nil
+}
+
+// Done records that the erasure of key has finished.
+func (p Pending) Done(ctx context.Context, key string) error {
+	if err := p.kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("record erasure of %s done: %w", key, err)
+	}
+	return nil
+}
+
+// Unfinished lists the erasures begun and not finished.
+func (p Pending) Unfinished(ctx context.Context) ([]string, error) {
+	keys, err := p.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished erasures: %w", err)
+	}
+	var out []string
+	for k := range keys.Keys() {
+		out = append(out, k)
+	}
+	return out, nil
+}

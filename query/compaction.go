@@ -1,0 +1,43 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Inbox names one user's inbox.
+type Inbox struct {
+	WorkspaceID string `db:"workspace_id"`
+	RecipientID string `db:"recipient_id"`
+}
+
+// Compactions finds the inboxes due for compaction, from what the
+// notifications projector keeps beside each inbox's counts.
+type Compactions struct{ due *sqlx.Stmt }
+
+// NewCompactions prepares the query.
+func NewCompactions(ctx context.Context, db *sqlx.DB) (*Compactions, error) {
+	var q Compactions
+	if err := prepare(ctx, db, "compactions", []statement{
+		{&q.due, `SELECT workspace_id, recipient_id FROM notification_counts
+			WHERE events >= $1 OR oldest < $2
+			ORDER BY oldest LIMIT $3`},
+	}); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// Due lists at most limit inboxes that had at least events events since
+// their last compaction, or whose log holds an event from before
+// olderThan; the oldest first.
+func (q *Compactions) Due(ctx context.Context, events int, olderThan time.Time, limit int) ([]Inbox, error) {
+	var out []Inbox
+	if err := q.due.SelectContext(ctx, &out, events, olderThan, limit); err != nil {
+		return nil, fmt.Errorf("inboxes due for compaction: %w", err)
+	}
+	return out, nil
+}
