@@ -78,40 +78,18 @@ func (l *Log) EraseBefore(ctx context.Context, subject string, before uint64, ov
 // headers calls fn with the sequence and event type of every message on
 // subject below before (0: every message), reading headers only.
 func (l *Log) headers(ctx context.Context, st jetstream.Stream, subject string, before uint64, fn func(seq uint64, typ string)) error {
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, HeadersOnly: true})
-	if err != nil {
-		return err
-	}
-	if cons.CachedInfo().NumPending == 0 {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, HeadersOnly: true}
+	err := each(ctx, st, cfg, false, func(m jetstream.Msg, seq uint64) error {
+		if before > 0 && seq >= before {
+			return errStop
+		}
+		fn(seq, m.Headers().Get(hType))
+		return nil
+	})
+	if errors.Is(err, errStop) {
 		return nil
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		if before > 0 && meta.Sequence.Stream >= before {
-			return nil
-		}
-		fn(meta.Sequence.Stream, m.Headers().Get(hType))
-		if meta.NumPending == 0 {
-			return nil
-		}
-	}
+	return err
 }
 
 // eraseAll erases the messages at seqs, several requests in flight: each

@@ -102,16 +102,38 @@ func scan(ctx context.Context, st jetstream.Stream, filter string, from ScanFrom
 		t := from.Time
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 	}
+	err := each(ctx, st, cfg, follow, func(m jetstream.Msg, seq uint64) error {
+		e, err := Decode(m.Subject(), m.Headers(), m.Data(), seq)
+		if err != nil {
+			return err
+		}
+		return fn(e)
+	})
+	if err != nil && !errors.Is(err, errStop) && ctx.Err() == nil {
+		return fmt.Errorf("scan %s: %w", filter, err)
+	}
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// errStop ends an each early, without error.
+var errStop = errors.New("stop")
+
+// each calls fn with every message an ordered consumer of cfg delivers, up
+// to the end of the stream as it was when it began (or on, with follow).
+func each(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, follow bool, fn func(m jetstream.Msg, seq uint64) error) error {
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("scan %s: %w", filter, err)
+		return err
 	}
 	if !follow && cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
 	it, err := cons.Messages()
 	if err != nil {
-		return fmt.Errorf("scan %s: %w", filter, err)
+		return err
 	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
@@ -122,17 +144,13 @@ func scan(ctx context.Context, st jetstream.Stream, filter string, from ScanFrom
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("scan %s: %w", filter, err)
+			return err
 		}
 		meta, err := m.Metadata()
 		if err != nil {
-			return fmt.Errorf("scan %s: %w", filter, err)
-		}
-		e, err := Decode(m.Subject(), m.Headers(), m.Data(), meta.Sequence.Stream)
-		if err != nil {
 			return err
 		}
-		if err := fn(e); err != nil {
+		if err := fn(m, meta.Sequence.Stream); err != nil {
 			return err
 		}
 		if !follow && meta.NumPending == 0 {
