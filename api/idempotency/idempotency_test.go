@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -258,5 +259,47 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 			t.Fatalf("after %v: %v", timeout, err)
 		}
 		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+	}
+}
+
+// An answer is kept sealed under a key only its own request yields: the
+// bucket holds neither the answer nor the request's fingerprint in a form
+// that gives the other away, and a replay opens it.
+func TestAnswersAreSealed(t *testing.T) {
+	nc := natstest.Conn(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, js, Config{Bucket: "IDEM_SEALED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := RequestHash("POST", "/api/data/notifications", []byte(`{"subject":"SECRET-SUBJECT-3c9d"}`))
+	claim, _, err := s.Begin(ctx, "k", request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := []byte(`{"data":{"subject":"SECRET-SUBJECT-3c9d"}}`)
+	if err := claim.Finish(ctx, 200, answer); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.kv.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	if err := json.Unmarshal(stored.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rec.Body), "SECRET-SUBJECT-3c9d") || strings.Contains(string(stored.Value()), request) {
+		t.Fatalf("the stored record gives the answer or the request away: %s", stored.Value())
+	}
+	if _, replay, err := s.Begin(ctx, "k", request); err != nil || replay == nil || string(replay.Body) != string(answer) {
+		t.Fatalf("replay: %+v, %v", replay, err)
+	}
+	if _, _, err := s.Begin(ctx, "k", RequestHash("POST", "/api/data/notifications", []byte(`{"subject":"other"}`))); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("another request: %v, want ErrMismatch", err)
 	}
 }
