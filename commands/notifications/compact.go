@@ -139,6 +139,9 @@ func (c *Compactor) Compact(ctx context.Context, workspace, recipient string) (C
 		}
 		break
 	}
+	if len(res.Events) == 0 {
+		return Compacted{}, fmt.Errorf("compact %s: nothing appended", subject)
+	}
 	out := Compacted{Parts: len(res.Events), Seq: res.Events[0].Seq}
 	for _, e := range res.Events {
 		if p, err := events.Decode(e); err == nil {
