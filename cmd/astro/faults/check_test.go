@@ -24,7 +24,11 @@ import (
 	"astro/projections"
 )
 
-const streamName = "ASTRO_EVENTS"
+// The event streams: inbox events, and the history of the rest.
+const (
+	inboxStream   = "ASTRO_INBOXES"
+	historyStream = "ASTRO_HISTORY"
+)
 
 // readLog reads the whole event log from the NATS servers at urls.
 func readLog(ctx context.Context, urls string) ([]events.Event, error) {
@@ -61,8 +65,12 @@ func (v *verdict) problem(format string, args ...any) {
 	v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
 }
 
-// checkLog holds the log to the ledger.
-func checkLog(ws string, log []events.Event, cmds []*command) *verdict {
+// checkLog holds the log to the ledger. With compacted, the inboxes' logs
+// were compacted: a send's event may be gone (its notification restated by
+// an InboxCompacted, or deleted and erased), so an acknowledged send or
+// delete missing from the log is no loss here (checkPending judges the
+// inboxes instead); the history is never compacted and is held as always.
+func checkLog(ws string, log []events.Event, cmds []*command, compacted bool) *verdict {
 	v := &verdict{Events: len(log), Targets: map[string]uint64{}}
 	for _, name := range projections.Names() {
 		v.Targets[name] = 0
@@ -108,9 +116,38 @@ func checkLog(ws string, log []events.Event, cmds []*command) *verdict {
 		}
 		marker, kinds, id := "", []string(nil), ""
 		switch p := p.(type) {
+		case *events.InboxCompacted:
+			if !compacted {
+				v.Unasked++
+				v.problem("unasked: %s at seq %d, with compaction off", e.Type, e.Seq)
+				continue
+			}
+			// The notifications it restates each came from a send.
+			for _, n := range p.Notifications {
+				m, _ := strings.CutPrefix(n.Subject, "load ")
+				c := byMarker[m]
+				if c == nil || (c.Kind != kSend && c.Kind != kProbe) {
+					v.Unasked++
+					v.problem("unasked: compaction at seq %d restates %s with marker %q, which no send sent", e.Seq, n.NotificationID, m)
+					continue
+				}
+				if c.Target != p.RecipientID {
+					v.Unasked++
+					v.problem("unasked: compaction at seq %d restates send %s in the inbox of %s, the command asked for %s", e.Seq, m, p.RecipientID, c.Target)
+				}
+				// The same notification restated again, or still in
+				// the log beside its restatement, is one hit.
+				if !slices.ContainsFunc(markers[m], func(h hit) bool { return h.id == n.NotificationID }) {
+					markers[m] = append(markers[m], hit{e, n.NotificationID})
+				}
+			}
+			continue
 		case *events.NotificationSent:
 			marker, _ = strings.CutPrefix(p.Subject, "load ")
 			kinds, id = []string{kSend, kProbe}, p.NotificationID
+			if compacted && slices.ContainsFunc(markers[marker], func(h hit) bool { return h.id == id }) {
+				continue // restated by a compaction the erasure has not reached yet
+			}
 			if c := byMarker[marker]; c != nil && c.Target != p.RecipientID {
 				v.Unasked++
 				v.problem("unasked: send %s went to %s, the command asked for %s (seq %d)", marker, p.RecipientID, c.Target, e.Seq)
@@ -213,6 +250,9 @@ func checkLog(ws string, log []events.Event, cmds []*command) *verdict {
 					c.Kind, c.N, c.Outcome, c.Attempts, c.Key, len(hits), strings.Join(seqs, "; "))
 			}
 			switch {
+			case c.Outcome == cmdAcked && len(hits) == 0 && compacted && (c.Kind == kSend || c.Kind == kProbe):
+				// Sent, then deleted and erased by a compaction: checkPending
+				// tells deleted from lost.
 			case c.Outcome == cmdAcked && len(hits) == 0:
 				v.Lost++
 				v.problem("lost: %s #%d (%s %s, key %s) was acknowledged (HTTP %d after %d attempts) but is not in the log",
@@ -227,7 +267,7 @@ func checkLog(ws string, log []events.Event, cmds []*command) *verdict {
 			}
 		case c.Kind == kDelete:
 			evs := userDeletes[c.Target]
-			if c.Outcome == cmdAcked && len(evs) == 0 {
+			if c.Outcome == cmdAcked && len(evs) == 0 && !compacted {
 				v.Lost++
 				v.problem("lost: delete #%d of %s was acknowledged but no NotificationDeleted is in the log", c.N, c.Target)
 			}
@@ -380,8 +420,12 @@ func rebuild(ctx context.Context, urls, url string, targets map[string]uint64, l
 	defer cancel()
 	var runners []*projections.Runner
 	done := make(chan error, len(projectors))
-	for _, p := range projectors {
-		r, err := projections.NewRunner(js, db, p, projections.RunnerConfig{Stream: streamName,
+	for i, p := range projectors {
+		stream := historyStream
+		if slices.Contains(projections.Registered()[i].Kinds, events.KindInbox) {
+			stream = inboxStream
+		}
+		r, err := projections.NewRunner(js, db, p, projections.RunnerConfig{Stream: stream,
 			Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {
 			return err
@@ -422,6 +466,8 @@ func checkInvariants(log []events.Event) []string {
 		read    map[string]bool // pending id → read
 		everyID map[string]uint64
 		over    bool // over the cap: the next event must make room
+		known   bool // the log holds events of it before the current one
+		trusted bool // the current compaction restates a known state
 	}
 	inboxes := map[string]*inbox{}
 	type holiday struct {
@@ -450,6 +496,36 @@ func checkInvariants(log []events.Event) []string {
 			}
 			wasOver := in.over
 			switch p := p.(type) {
+			case *events.InboxCompacted:
+				// A compaction restates the inbox: when the log still
+				// holds what came before it (its erasure not done yet), it
+				// must restate exactly that state.
+				if p.Part == 1 {
+					in.trusted = in.known
+					if in.known && !slices.Equal(in.order, p.NotificationIDs) {
+						report(e, "restates %d pending, the inbox has %d: %s (or another order)", len(p.NotificationIDs), len(in.order), setDiff(in.order, p.NotificationIDs))
+					}
+					read := in.read
+					in.order, in.read = slices.Clone(p.NotificationIDs), map[string]bool{}
+					for _, id := range in.order {
+						in.read[id] = read[id]
+						if _, ok := in.everyID[id]; !ok {
+							in.everyID[id] = e.Seq
+						}
+					}
+				}
+				for _, n := range p.Notifications {
+					r, ok := in.read[n.NotificationID]
+					switch {
+					case !ok:
+						report(e, "part %d carries %s, which part 1 does not list", p.Part, n.NotificationID)
+					case in.trusted && r != (n.ReadDate != nil):
+						report(e, "restates %s as read %v, it was read %v", n.NotificationID, n.ReadDate != nil, r)
+					}
+					if ok {
+						in.read[n.NotificationID] = n.ReadDate != nil
+					}
+				}
 			case *events.NotificationSent:
 				if seq, ok := in.everyID[p.NotificationID]; ok {
 					report(e, "notification %s was already sent at seq %d", p.NotificationID, seq)
@@ -505,6 +581,7 @@ func checkInvariants(log []events.Event) []string {
 					remove(in, id)
 				}
 			}
+			in.known = true
 			if wasOver && len(in.order) > maxPending {
 				report(e, "the inbox stays over the cap: %d pending", len(in.order))
 			}

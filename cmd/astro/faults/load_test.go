@@ -90,15 +90,18 @@ type command struct {
 
 // loadClient drives the service at one fixed address.
 type loadClient struct {
-	base     string
-	ws       string
-	prefix   string // of markers, unique per scenario
-	users    []string
-	senders  []string // hold notifications:send and resources:write
-	full     string   // a recipient whose inbox is kept at the 1,000 cap, if any
-	tokens   map[string]string
-	http     *http.Client
-	deadline time.Duration // per command
+	base    string
+	ws      string
+	prefix  string // of markers, unique per scenario
+	users   []string
+	senders []string // hold notifications:send and resources:write
+	full    string   // a recipient whose inbox is kept at the 1,000 cap, if any
+	// rareDeleteAll sends a tenth of the deleteall share, so that inboxes
+	// keep notifications long enough to be checked pending.
+	rareDeleteAll bool
+	tokens        map[string]string
+	http          *http.Client
+	deadline      time.Duration // per command
 
 	n       atomic.Int64
 	stop    atomic.Bool
@@ -358,6 +361,10 @@ func (c *loadClient) step(rng *rand.Rand) {
 	case p < 71:
 		c.run(c.newCommand(kMarkAll, user, user, "POST", base+"/markallread", nil))
 	case p < 72:
+		if c.rareDeleteAll && rng.IntN(10) != 0 {
+			c.read(rng, user)
+			break
+		}
 		c.run(c.newCommand(kDeleteAll, user, user, "DELETE", base+"/deleteall", nil))
 	case p < 82:
 		c.run(c.newCommand(kHoliday, user, "", "POST", "/api/data/holidays", func(m string) any {

@@ -122,7 +122,7 @@ func TestFaultsStreamDeleted(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling the load's progress, bounded
 	}
-	if err := admin.DeleteStream(ctx, "ASTRO_EVENTS"); err != nil {
+	if err := admin.DeleteStream(ctx, inboxStream); err != nil {
 		t.Fatalf("delete the stream: %v", err)
 	}
 	deleted := time.Now()
@@ -192,7 +192,7 @@ func TestFaultsStreamDeleted(t *testing.T) {
 	}
 
 	// Running, Astro never recreates the stream.
-	if _, err := admin.Stream(ctx, "ASTRO_EVENTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := admin.Stream(ctx, inboxStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("the stream is back while the service runs: %v", err)
 	}
 

@@ -17,7 +17,12 @@ package faults
 //   - a PostgreSQL restart (fast shutdown, start again on the same port);
 //   - a three-node JetStream cluster on loopback with R3 streams, whose
 //     stream leader is killed with kill -9 and stays down; then the
-//     service is killed and restarted on the degraded cluster.
+//     service is killed and restarted on the degraded cluster;
+//   - compaction running all the time (every 20 events of an inbox, and
+//     every inbox every 5 s) while the service is killed with kill -9 the
+//     moment a compaction begins or appends; that scenario is judged by the
+//     inboxes' state, since compaction removes commands' events from the
+//     log (compaction_test.go). The others run with compaction off.
 //
 // Every write carries a unique Idempotency-Key and is retried with it (see
 // load_test.go). After each scenario it checks that every
@@ -65,8 +70,13 @@ type scenario struct {
 	// fullInbox, when set, fills one recipient's inbox to the cap before
 	// the load, so that sends to it append an overflow delete as well.
 	fullInbox bool
-	load      time.Duration
-	inject    func(fx *scenarioCtx)
+	// compaction, when set, runs the service with compaction on (env
+	// below) and judges the inboxes by their state (checkPending) instead
+	// of holding every inbox command to its event.
+	compaction bool
+	env        map[string]string // the service's settings beyond the suite's
+	load       time.Duration
+	inject     func(fx *scenarioCtx)
 }
 
 // recovery is how long the service took to come back after one fault.
@@ -86,6 +96,7 @@ type scenarioResult struct {
 	readModel                                   string
 	recoveries                                  []recovery
 	elapsed                                     time.Duration
+	comp                                        *compactionResult // of a compaction scenario
 }
 
 type scenarioCtx struct {
@@ -211,10 +222,12 @@ func scenarios() []scenario {
 				fx.recovered("service kill -9 with "+leader+" still down", t0)
 			},
 		},
+		compactionScenario(),
 	}
 }
 
-// streamLeader names the server leading the event stream.
+// streamLeader names the server leading the inbox stream, which takes
+// most of the load's writes.
 func streamLeader(urls string) (string, error) {
 	nc, err := nats.Connect(urls, nats.Timeout(5*time.Second))
 	if err != nil {
@@ -227,7 +240,7 @@ func streamLeader(urls string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, streamName)
+	s, err := js.Stream(ctx, inboxStream)
 	if err != nil {
 		return "", err
 	}
@@ -236,10 +249,10 @@ func streamLeader(urls string) (string, error) {
 		return "", err
 	}
 	if info.Cluster == nil || info.Cluster.Leader == "" {
-		return "", fmt.Errorf("stream %s has no leader: %+v", streamName, info.Cluster)
+		return "", fmt.Errorf("stream %s has no leader: %+v", inboxStream, info.Cluster)
 	}
 	if len(info.Cluster.Replicas)+1 != 3 {
-		return "", fmt.Errorf("stream %s has %d replicas besides the leader, want 2 (R3)", streamName, len(info.Cluster.Replicas))
+		return "", fmt.Errorf("stream %s has %d replicas besides the leader, want 2 (R3)", inboxStream, len(info.Cluster.Replicas))
 	}
 	return info.Cluster.Leader, nil
 }
@@ -277,6 +290,9 @@ func TestFaults(t *testing.T) {
 		fmt.Fprintf(&b, "%-27s %6d %6d %5d %4d %6d %6d %5d %5d %13s %6d %-9s %s\n",
 			r.title, r.sent, r.cmdAcked, r.lost, r.dup, r.unasked, r.inconsistent, r.misreport, r.cmdGaveUp,
 			fmt.Sprintf("%d(%d)", r.retried, r.ambiguous), r.events, r.readModel, strings.Join(recs, ", "))
+		if r.comp != nil {
+			fmt.Fprintf(&b, "%-27s %s\n", "", r.comp.row())
+		}
 	}
 	t.Log(b.String())
 	fmt.Print(b.String())
@@ -290,6 +306,14 @@ func runScenario(t *testing.T, bins binaries, pg *pgProc, sc scenario, res *scen
 	// Rate limiting is off: the suite is about faults, and 429s would make
 	// most retries about the limiter instead (the client retries them).
 	env := map[string]string{"ASTRO_NATS_URL": urls, "ASTRO_DATABASE_URL": svcDB, "ASTRO_RATE_LIMIT": "off"}
+	// Compaction is off unless the scenario is about it: a compaction
+	// removes from the log the events commands appended for an inbox (the
+	// full inbox alone has 1,000), and the other scenarios hold every
+	// acknowledged command to its event in the log, exactly once.
+	env["ASTRO_COMPACT_EVERY"], env["ASTRO_ERASE_WITHIN"] = compactionOff["ASTRO_COMPACT_EVERY"], compactionOff["ASTRO_ERASE_WITHIN"]
+	for k, v := range sc.env {
+		env[k] = v
+	}
 	if sc.natsNodes > 1 {
 		env["ASTRO_STREAM_REPLICAS"] = fmt.Sprint(sc.natsNodes)
 	}
@@ -313,6 +337,10 @@ func runScenario(t *testing.T, bins binaries, pg *pgProc, sc scenario, res *scen
 		t.Logf("filled the inbox of %s to the cap in %v", lc.full, time.Since(began).Round(100*time.Millisecond))
 	}
 
+	if sc.compaction {
+		res.comp = &compactionResult{every: sc.env["ASTRO_COMPACT_EVERY"]}
+		lc.rareDeleteAll = true // inboxes keep notifications to check pending
+	}
 	fx := &scenarioCtx{t: t, start: time.Now(), svc: svc, nodes: nodes, pg: pg, lc: lc, res: res}
 	lc.startWorkers(workers)
 	sc.inject(fx)
@@ -324,6 +352,9 @@ func runScenario(t *testing.T, bins binaries, pg *pgProc, sc scenario, res *scen
 	// moment, and measure nothing here.
 	if err := svc.waitReady(60 * time.Second); err != nil {
 		t.Errorf("NO RECOVERY: after the load: %v; service log ends:\n%s", err, svc.logTail(40))
+	}
+	if sc.compaction {
+		res.comp.settle(fx, urls)
 	}
 
 	cmds := lc.commands()
@@ -356,7 +387,7 @@ func runScenario(t *testing.T, bins binaries, pg *pgProc, sc scenario, res *scen
 	if err != nil {
 		t.Fatalf("faults: read the log: %v", err)
 	}
-	v := checkLog("ws_"+sc.id, log, cmds)
+	v := checkLog("ws_"+sc.id, log, cmds, sc.compaction)
 	inconsistent := checkInvariants(log)
 	v.Problems = append(v.Problems, inconsistent...)
 	res.events, res.lost, res.dup, res.unasked, res.misreport, res.unexpected = v.Events, v.Lost, v.Duplicated, v.Unasked, v.Misreported, v.Unexpected
@@ -368,6 +399,9 @@ func runScenario(t *testing.T, bins binaries, pg *pgProc, sc scenario, res *scen
 		t.Errorf("read models stuck: %v", err)
 	}
 	caughtUp := time.Since(phase)
+	if sc.compaction {
+		v.Problems = append(v.Problems, res.comp.checkPending(fx, log, cmds)...)
+	}
 	phase = time.Now()
 	if err := svc.term(30 * time.Second); err != nil {
 		t.Errorf("graceful stop: %v", err)
@@ -411,6 +445,9 @@ func runScenario(t *testing.T, bins binaries, pg *pgProc, sc scenario, res *scen
 	res.ran = true
 
 	// Report.
+	if res.comp != nil {
+		t.Logf("%s: %s", sc.title, res.comp)
+	}
 	var recs []string
 	for _, rc := range res.recoveries {
 		recs = append(recs, fmt.Sprintf("%s: ready %.2fs, write acknowledged %.2fs, visible in its read model %.2fs", rc.what, rc.ready.Seconds(), rc.write.Seconds(), rc.visible.Seconds()))
@@ -436,7 +473,7 @@ func runScenario(t *testing.T, bins binaries, pg *pgProc, sc scenario, res *scen
 	if len(crashes) > 0 {
 		t.Errorf("processes exited on their own (a manual restart would be needed):\n  %s\nservice log ends:\n%s", strings.Join(crashes, "\n  "), svc.logTail(40))
 	}
-	if v.Lost+v.Duplicated+v.Unasked+v.Misreported+v.Unexpected+v.GaveUp+len(inconsistent) > 0 || diff != "" {
+	if v.Lost+v.Duplicated+v.Unasked+v.Misreported+v.Unexpected+v.GaveUp+len(inconsistent) > 0 || diff != "" || res.comp.failed() {
 		shown := v.Problems[:min(40, len(v.Problems))]
 		t.Errorf("%s: lost %d, duplicated %d, unasked %d, inconsistent %d, misreported %d, unexpected answers %d, gave up %d; evidence (%d of %d):\n  %s",
 			sc.title, v.Lost, v.Duplicated, v.Unasked, len(inconsistent), v.Misreported, v.Unexpected, v.GaveUp, len(shown), len(v.Problems), strings.Join(shown, "\n  "))
