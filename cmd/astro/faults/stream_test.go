@@ -202,7 +202,9 @@ func TestFaultsStreamDeleted(t *testing.T) {
 	} else if err := s.exitErr(); err != nil {
 		t.Fatalf("graceful stop: the service exited with %v; log ends:\n%s", err, s.logTail(10))
 	}
-	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Starting takes its private PostgreSQL too: seconds, and on a loaded
+	// CI machine once more than a minute.
+	runCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var stderr bytes.Buffer
 	again := exec.CommandContext(runCtx, s.path, s.args...)
