@@ -92,4 +92,3 @@ func TestAHundredThousandSendsStayBounded(t *testing.T) {
 		t.Fatal("the compacted log does not rebuild the inbox")
 	}
 }
-

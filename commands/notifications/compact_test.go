@@ -2,8 +2,8 @@ package notifications
 
 import (
 	"fmt"
-	"strings"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
