@@ -1,7 +1,15 @@
-// Package natslog is Astro's event log on NATS JetStream: it creates the
-// streams, encodes events as CloudEvents in binary mode (ce-* headers, JSON
-// data), appends them with optimistic concurrency and de-duplication, reads
-// an aggregate's events back, and keeps aggregate snapshots in a KV bucket.
+// Package natslog is Astro's event log on NATS JetStream. It owns:
+//   - the two event streams: ASTRO_HISTORY (holidays, resources,
+//     workspaces; kept for good, purges denied) and ASTRO_INBOXES
+//     (notifications; compacted and erased), each with its own sequence;
+//   - the parked stream (ASTRO_PARKED), where projectors keep the events
+//     they could not apply until a redrive;
+//   - the KV buckets of aggregate snapshots (ASTRO_SNAPSHOTS) and of
+//     erasures begun and not finished (ASTRO_ERASURES);
+//   - the encoding of events as CloudEvents in binary mode (ce-* headers,
+//     JSON data), appends with optimistic concurrency and de-duplication,
+//     reads of an aggregate's events, scans and follows for consumers, and
+//     the removal of events for good (erase.go).
 //
 // Contracts:
 //   - Append takes one event, or several as one atomic batch (all or
@@ -17,4 +25,7 @@
 //   - Reads see every acknowledged append: on a replicated stream they go to
 //     the stream leader; direct gets, which any replica may answer, are used
 //     only with a single replica.
+//   - A removed event is gone from the files by the time EraseBefore says
+//     so when it overwrites, or once JetStream drops its block otherwise
+//     (erase.go says when that is soon enough).
 package natslog
