@@ -92,8 +92,9 @@ func (l *Log) headers(ctx context.Context, st jetstream.Stream, subject string, 
 	return err
 }
 
-// eraseAll erases the messages at seqs, several requests in flight: each
-// is a round trip the server answers in microseconds.
+// eraseAll erases the messages at seqs, several requests in flight. The
+// server erases them one at a time (each rewrites a block); keeping it
+// busy hides the round trips between them.
 func (l *Log) eraseAll(ctx context.Context, st jetstream.Stream, seqs []uint64) error {
 	const inFlight = 16
 	ctx, cancel := context.WithCancelCause(ctx)
