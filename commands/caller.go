@@ -40,7 +40,10 @@ func (c Caller) Meta(now time.Time) events.Meta {
 // a. Event ids are random, or derived from the caller's idempotency key so a
 // retried request yields the very same ids: from the aggregate, the type and
 // its occurrence, not the position, since a retry decided on the state an
-// earlier attempt left may decide fewer events.
+// earlier attempt left may decide fewer events. An event that acts on one
+// thing (events.Targeted) is named by that thing instead: a retry that
+// decides to delete another notification than its first attempt did must
+// append that delete, not have it dropped as the first one's duplicate.
 func NewEvents(c Caller, now time.Time, a events.Aggregate, ps ...events.Payload) ([]events.Event, error) {
 	out := make([]events.Event, len(ps))
 	seen := map[string]int{}
@@ -49,7 +52,11 @@ func NewEvents(c Caller, now time.Time, a events.Aggregate, ps ...events.Payload
 		if c.IdempotencyKey != "" {
 			n := seen[p.EventType()]
 			seen[p.EventType()]++
-			id = events.NameID(c.WorkspaceID, c.UserID, c.IdempotencyKey, a.Kind, a.ID, p.EventType(), strconv.Itoa(n))
+			occurrence := strconv.Itoa(n)
+			if t, ok := p.(events.Targeted); ok {
+				occurrence = "target:" + t.Target()
+			}
+			id = events.NameID(c.WorkspaceID, c.UserID, c.IdempotencyKey, a.Kind, a.ID, p.EventType(), occurrence)
 		}
 		e, err := events.New(id, c.Meta(now), a, p)
 		if err != nil {

@@ -38,6 +38,15 @@ type Payload interface {
 	EventVersion() int
 }
 
+// Targeted is a payload that acts on one thing of its aggregate (one
+// notification of an inbox). An event id derived from an idempotency key
+// names its target, so a retry that decides to act on another thing (an
+// overflow delete of a newer oldest) appends its own event instead of
+// having it taken for the first attempt's.
+type Targeted interface {
+	Target() string
+}
+
 // New builds an event of payload p on aggregate a. id must be unique per
 // event and stable across retries of the same append, since the log uses it
 // to drop duplicates.

@@ -62,6 +62,10 @@ type AllNotificationsDeleted struct {
 	Reason          string   `json:"reason"`
 }
 
+func (p NotificationRead) Target() string    { return p.NotificationID }
+func (p NotificationUnread) Target() string  { return p.NotificationID }
+func (p NotificationDeleted) Target() string { return p.NotificationID }
+
 func (NotificationSent) EventType() string        { return "NotificationSent" }
 func (NotificationRead) EventType() string        { return "NotificationRead" }
 func (NotificationUnread) EventType() string      { return "NotificationUnread" }

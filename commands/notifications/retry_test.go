@@ -1,0 +1,59 @@
+package notifications
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"astro/commands"
+	"astro/events"
+)
+
+// A send under an Idempotency-Key whose first attempt got only its
+// overflow delete into the log, retried after another send filled the
+// inbox again, must still keep the cap: its decision deletes another
+// notification, which is not the first attempt's delete.
+func TestRetriedSendKeepsTheCap(t *testing.T) {
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	for i := range MaxPending {
+		f.send(t, "alice", fmt.Sprintf("n%d", i))
+	}
+	keyed := sender
+	keyed.IdempotencyKey = "k-1"
+	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
+
+	// The first attempt: decided on the full inbox, only its delete of the
+	// oldest reached the log before it stopped.
+	var first []events.Payload
+	if err := f.store.Load(ctx, subject, func(in *Inbox, _ uint64) error {
+		first = in.Send(events.NotificationSent{NotificationID: events.NameID("w1", "svc", "k-1", "notification"), RecipientID: "alice"})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 2 {
+		t.Fatalf("a send on a full inbox decides %d events, want a delete and the send", len(first))
+	}
+	evs, err := commands.NewEvents(keyed, time.Now(), events.Aggregate{Kind: events.KindInbox, ID: "alice"}, first[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := f.log.LastSeq(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.log.Append(ctx, subject, last, evs); err != nil {
+		t.Fatal(err)
+	}
+	// Another send fills the inbox again.
+	f.send(t, "alice", "other")
+	// The retry.
+	if _, _, err := f.handlers.Send.Handle(ctx, Send{Caller: keyed, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001",
+		NotificationType: "task.assigned", Subject: "s", Message: "retried"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(fold(t, f.history(t, "alice"))); got > MaxPending {
+		t.Fatalf("after the retry the log holds %d pending notifications, over the cap of %d", got, MaxPending)
+	}
+}
