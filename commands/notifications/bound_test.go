@@ -12,8 +12,6 @@ package notifications
 import (
 	"reflect"
 	"testing"
-
-	"astro/events"
 )
 
 // The proof of a bounded log: 100,000 notifications sent to one user, who
@@ -30,20 +28,9 @@ func TestAHundredThousandSendsStayBounded(t *testing.T) {
 	const sends, every = 100_000, 1000
 	f := newLogFixture(t, 0)
 	ctx := t.Context()
-	stream, err := f.log.JetStream().Stream(ctx, f.log.Stream(events.KindInbox))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bytesHeld := func() uint64 {
-		t.Helper()
-		info, err := stream.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Bytes
-	}
+	bytesHeld := func() uint64 { return f.inboxBytes(t) }
 	p := newPublisher(t, f)
-	p.fillOthers(t, bytesHeld)
+	p.fillOthers(t, f)
 	others := bytesHeld()
 
 	// The history, as the inbox decides it: each send past MaxPending

@@ -21,6 +21,7 @@ import (
 type logFixture struct {
 	dir       string
 	log       *natslog.Log
+	inbox     jetstream.Stream // the inbox stream, for its size
 	store     *Inboxes
 	handlers  *Handlers
 	compactor *Compactor
@@ -44,6 +45,9 @@ func newLogFixture(t testing.TB, partBytes int) *logFixture {
 		t.Fatal(err)
 	}
 	f := &logFixture{dir: dir, log: l}
+	if f.inbox, err = l.JetStream().Stream(t.Context(), l.Stream(events.KindInbox)); err != nil {
+		t.Fatal(err)
+	}
 	if f.store, err = commands.NewStore(l, l.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName}); err != nil {
 		t.Fatal(err)
 	}
@@ -351,12 +355,22 @@ func (p *publisher) send(tb testing.TB, in *Inbox, recipient string, i int) []ev
 	return decided
 }
 
-// fillOthers writes others' notifications, with large data, until the
+// inboxBytes is what the inbox stream holds, in bytes.
+func (f *logFixture) inboxBytes(tb testing.TB) uint64 {
+	tb.Helper()
+	info, err := f.inbox.Info(tb.Context())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return info.State.Bytes
+}
+
+// fillOthers writes others' notifications, with large data, until f's
 // inbox stream has written two blocks: a busy log.
-func (p *publisher) fillOthers(tb testing.TB, bytesHeld func() uint64) {
+func (p *publisher) fillOthers(tb testing.TB, f *logFixture) {
 	tb.Helper()
 	data := []byte(`{"note":"` + strings.Repeat("x", 15<<10) + `"}`)
-	for i := 0; bytesHeld() < 2*natslog.BlockBytes+1<<20; i++ {
+	for i := 0; f.inboxBytes(tb) < 2*natslog.BlockBytes+1<<20; i++ {
 		for j := range 100 {
 			s := p.sent("other", i*100+j)
 			s.Data = data
@@ -381,19 +395,9 @@ func BenchmarkCompaction(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			f := newLogFixture(b, 0)
 			ctx := b.Context()
-			stream, err := f.log.JetStream().Stream(ctx, f.log.Stream(events.KindInbox))
-			if err != nil {
-				b.Fatal(err)
-			}
-			bytesHeld := func() uint64 {
-				info, err := stream.Info(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return info.State.Bytes
-			}
+			bytesHeld := func() uint64 { return f.inboxBytes(b) }
 			p := newPublisher(b, f)
-			p.fillOthers(b, bytesHeld)
+			p.fillOthers(b, f)
 			if overwrite {
 				f.compactor.cfg.EraseWithin = time.Nanosecond // no turnover is quick enough
 			}
