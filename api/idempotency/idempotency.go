@@ -179,6 +179,16 @@ func RequestHash(method, path string, body []byte, extra ...string) string {
 // request holds a fresh claim on the same key.
 func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, replay *Record, err error) {
 	fingerprint, seal := derive(request)
+	// Once the key was seen held by a request in progress, the caller's
+	// deadline ending is that request still running, wherever in a KV call
+	// it ends.
+	waiting := false
+	kvErr := func(what string, err error) error {
+		if waiting && ctx.Err() != nil {
+			return ErrInProgress
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	for {
 		rec := Record{Request: fingerprint, Pending: true, ClaimedAt: s.cfg.Now().UTC()}
 		val, _ := json.Marshal(rec)
@@ -190,14 +200,14 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, nil, fmt.Errorf("claim idempotency key: %w", err)
+			return nil, nil, kvErr("claim idempotency key", err)
 		}
 		entry, err := s.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // released or expired in between: claim again
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("read idempotency key: %w", err)
+			return nil, nil, kvErr("read idempotency key", err)
 		}
 		var found Record
 		if err := json.Unmarshal(entry.Value(), &found); err != nil {
@@ -232,6 +242,7 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			}
 			continue // someone else took over first
 		}
+		waiting = true
 		select {
 		case <-ctx.Done():
 			return nil, nil, ErrInProgress
