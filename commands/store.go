@@ -16,12 +16,11 @@ import (
 
 // Log is the event log as the write side needs it.
 type Log interface {
-	// Append appends evs to subject, in order, if the last event on subject
-	// still has sequence expected (0: no event yet); Store passes one event
-	// at a time (see Decide). It
-	// returns the sequence of the last event appended; events.ErrConflict when
-	// another append won.
-	Append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error)
+	// Append appends e to subject if the last event on subject still has
+	// sequence expected (0: no event yet), and returns e's sequence;
+	// events.ErrConflict when another append won, events.ErrAlreadyAppended
+	// when e (by its id) is in the log already.
+	Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error)
 	// Read calls fn for each event of subject after sequence after, in
 	// order, and returns the sequence of the last one (after if none).
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
@@ -215,7 +214,7 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 // the command must be decided again.
 func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Event, appended *[]events.Event) (raced bool, err error) {
 	for _, e := range evs {
-		last, err := s.log.Append(ctx, c.key, c.seq, []events.Event{e})
+		last, err := s.log.Append(ctx, c.key, c.seq, e)
 		if errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrAlreadyAppended) {
 			if _, err := s.current(ctx, c); err != nil {
 				return false, err

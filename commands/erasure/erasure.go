@@ -122,7 +122,7 @@ func (x *Eraser) Workspace(ctx context.Context, by commands.Caller) (Receipt, er
 		if err != nil {
 			return Receipt{}, err
 		}
-		seq, err = x.log.Append(ctx, subject, last, []events.Event{e})
+		seq, err = x.log.Append(ctx, subject, last, e)
 		if errors.Is(err, events.ErrConflict) && attempt < 3 {
 			continue // another erasure of the workspace at the same time
 		}

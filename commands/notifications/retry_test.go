@@ -43,7 +43,7 @@ func TestRetriedSendKeepsTheCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.log.Append(ctx, subject, last, evs); err != nil {
+	if _, err := f.log.Append(ctx, subject, last, evs[0]); err != nil {
 		t.Fatal(err)
 	}
 	// Another send fills the inbox again.

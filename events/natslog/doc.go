@@ -12,10 +12,8 @@
 //     the removal of events for good (erase.go).
 //
 // Contracts:
-//   - Append takes one event, or several as one atomic batch (all or
-//     none). Commands append one event at a time (commands.Decide says
-//     why); the batch is there for a caller that needs several events to
-//     land together, and is tested as such.
+//   - Append takes one event: commands append a decision's events one at
+//     a time (commands.Decide says why), so the log has no batch path.
 //   - A retried append never appends twice and never reports a false
 //     conflict: every event carries Nats-Msg-Id, and when the server answers
 //     "wrong last sequence" Append looks for its own first event right after

@@ -227,7 +227,6 @@ func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	// decisions and retry checks must see the latest append. With one
 	// replica the only answer is the leader's.
 	sc.AllowDirect = cfg.Replicas == 1
-	sc.AllowAtomicPublish = true
 	st, err := js.CreateOrUpdateStream(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", sc.Name, err)
@@ -332,16 +331,18 @@ func subjectKind(subject string) string {
 	return parts[1]
 }
 
-// Append implements commands.Log.
-func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error) {
+// Append implements commands.Log: one event, since every prefix of a
+// command's events is a valid history (commands.Decide) and JetStream's
+// atomic batches cost hundreds of single appends on a file stream.
+func (l *Log) Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
 	start := time.Now()
 	var span trace.Span
 	if l.cfg.Tracer != nil {
-		ctx, span = l.cfg.Tracer.Start(ctx, "append "+evs[0].Aggregate.Kind, trace.WithSpanKind(trace.SpanKindProducer),
+		ctx, span = l.cfg.Tracer.Start(ctx, "append "+e.Aggregate.Kind, trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", subject),
-				attribute.String("cloudevents.event_type", evs[0].Type), attribute.Int("messaging.batch.message_count", len(evs))))
+				attribute.String("cloudevents.event_type", e.Type)))
 	}
-	seq, err := l.append(ctx, subject, expected, evs)
+	seq, err := l.append(ctx, subject, expected, e)
 	l.cfg.Metrics.Appended(time.Since(start), err)
 	if span != nil {
 		span.SetAttributes(attribute.Int64("astro.log.sequence", int64(seq)))
@@ -354,44 +355,34 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, evs [
 	return seq, err
 }
 
-func (l *Log) append(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, error) {
-	if len(evs) == 0 {
-		return 0, errors.New("append: no events")
+func (l *Log) append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+	if s := events.Subject(e.WorkspaceID, e.Aggregate); s != subject {
+		return 0, fmt.Errorf("append: event for %s in an append to %s", s, subject)
 	}
-	msgs := make([]*nats.Msg, len(evs))
-	for i, e := range evs {
-		if s := events.Subject(e.WorkspaceID, e.Aggregate); s != subject {
-			return 0, fmt.Errorf("append: event for %s in an append to %s", s, subject)
-		}
-		msgs[i] = Encode(e)
-		if l.cfg.Tracer != nil {
-			injectTrace(ctx, msgs[i].Header)
-		}
+	msg := Encode(e)
+	if l.cfg.Tracer != nil {
+		injectTrace(ctx, msg.Header)
 	}
-	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
 
 	retryCtx, cancel := context.WithTimeout(ctx, l.cfg.RetryFor)
 	defer cancel()
 	wait := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		last, err := l.publish(retryCtx, msgs)
+		last, err := l.publish(retryCtx, msg)
 		switch {
 		case err == nil:
 			return last, nil
 		case errors.Is(err, errDuplicate):
 			return last, fmt.Errorf("append to %s: %w", subject, events.ErrAlreadyAppended)
-		case isWrongLastSeq(err) || isDuplicateInBatch(err):
+		case isWrongLastSeq(err):
 			// Our own earlier attempt may be what moved the subject on: a
-			// single message is refused for its expected sequence, a batch
-			// for its duplicate ids, before either is recognised as a retry.
-			if seq, ok, ferr := l.findOwn(ctx, subject, expected, evs); ferr != nil {
+			// single-replica stream checks the expected sequence before
+			// it recognises a retry by its id.
+			if seq, ok, ferr := l.findOwn(ctx, subject, expected, e); ferr != nil {
 				return 0, ferr
 			} else if ok {
 				return seq, nil
-			}
-			if isDuplicateInBatch(err) {
-				// Not right after expected: an older append of these ids.
-				return 0, fmt.Errorf("append to %s: %w", subject, events.ErrAlreadyAppended)
 			}
 			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, events.ErrConflict)
 		case !retryable(err):
@@ -426,27 +417,11 @@ type pubAck struct {
 	Error     *jetstream.APIError `json:"error"`
 }
 
-// publish sends msgs as one message or one atomic batch and returns the
-// sequence of the last one.
-func (l *Log) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+// publish sends msg and returns its sequence.
+func (l *Log) publish(ctx context.Context, msg *nats.Msg) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
 	defer cancel()
-	if len(msgs) > 1 {
-		// A fresh batch id per attempt: a timed-out attempt may have left a
-		// half-staged batch behind, which the server abandons on its own.
-		batch := events.NewID(time.Now())
-		for i, m := range msgs {
-			m.Header.Set("Nats-Batch-Id", batch)
-			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
-			if i < len(msgs)-1 {
-				if err := l.nc.PublishMsg(m); err != nil {
-					return 0, err
-				}
-			}
-		}
-		msgs[len(msgs)-1].Header.Set("Nats-Batch-Commit", "1")
-	}
-	resp, err := l.nc.RequestMsgWithContext(ctx, msgs[len(msgs)-1])
+	resp, err := l.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		return 0, err
 	}
@@ -466,9 +441,9 @@ func (l *Log) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
 	return ack.Seq, nil
 }
 
-// findOwn reports whether the first event after expected on subject is
-// evs[0], that is, whether an earlier attempt of this append went in.
-func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, evs []events.Event) (uint64, bool, error) {
+// findOwn reports whether the first event after expected on subject is e,
+// that is, whether an earlier attempt of this append went in.
+func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, bool, error) {
 	m, err := l.streamOf(subject).GetMsg(ctx, expected+1, jetstream.WithGetMsgSubject(subject))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, false, nil
@@ -476,11 +451,10 @@ func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, evs 
 	if err != nil {
 		return 0, false, fmt.Errorf("check own append on %s: %w", subject, err)
 	}
-	if m.Header.Get(nats.MsgIdHdr) != evs[0].ID {
+	if m.Header.Get(nats.MsgIdHdr) != e.ID {
 		return 0, false, nil
 	}
-	// An atomic batch is stored contiguously.
-	return m.Sequence + uint64(len(evs)) - 1, true, nil
+	return m.Sequence, true, nil
 }
 
 // LastSeq returns the sequence of the last event on subject, which may
@@ -581,19 +555,13 @@ func isWrongLastSeq(err error) bool {
 		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-func isDuplicateInBatch(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInBatch
-}
-
 // retryable errors leave the outcome unknown or are passing: the append is
 // tried again with the same message ids.
 func retryable(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		// 503: no quorum or leader election; incomplete batch: a message of
-		// the batch was lost on the way.
-		return apiErr.Code == 503 || apiErr.ErrorCode == jetstream.ErrorCode(errIncompleteBatch)
+		// 503: no quorum or a leader election.
+		return apiErr.Code == 503
 	}
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrDisconnected) ||
@@ -644,9 +612,3 @@ var ErrStreamMissing = errors.New("event stream missing")
 // errDuplicate: the server dropped the message as a duplicate of one in
 // its window.
 var errDuplicate = errors.New("duplicate message id")
-
-// JetStream error codes nats.go does not name.
-const (
-	errIncompleteBatch  = 10176 // atomic publish batch is incomplete
-	errDuplicateInBatch = 10201 // atomic publish batch contains duplicate message id
-)

@@ -31,7 +31,7 @@ func TestAppendWithoutTheLogFailsFast(t *testing.T) {
 		if err := js.DeleteStream(ctx, "ASTRO_HISTORY"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Append(ctx, subject, 0, []events.Event{e}); !errors.Is(err, natslog.ErrStreamMissing) {
+		if _, err := l.Append(ctx, subject, 0, e); !errors.Is(err, natslog.ErrStreamMissing) {
 			t.Fatalf("append: %v, want ErrStreamMissing", err)
 		}
 		if err := l.Ping(ctx); !errors.Is(err, natslog.ErrStreamMissing) {
@@ -54,7 +54,7 @@ func TestAppendWithoutTheLogFailsFast(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.Shutdown()
-		if _, err := l.Append(ctx, subject, 0, []events.Event{e}); !errors.Is(err, natslog.ErrUnreachable) {
+		if _, err := l.Append(ctx, subject, 0, e); !errors.Is(err, natslog.ErrUnreachable) {
 			t.Fatalf("append: %v, want ErrUnreachable", err)
 		}
 	})
