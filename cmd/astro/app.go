@@ -43,7 +43,7 @@ type app struct {
 // starting and, with a JWKS URL, the key set's refresh in the background:
 // give it the context the service runs under.
 func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app, error) {
-	evlog, db, nc, metered, tr := inf.log, inf.db, inf.nc, inf.metered, inf.tracer
+	evlog, db, nc, metered, tr := inf.evlog, inf.db, inf.nc, inf.metered, inf.tracer
 	inboxes, err := commands.NewStore(evlog, evlog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, Logger: log, Metrics: metered.Store(events.KindInbox)})
 	if err != nil {
 		return nil, err

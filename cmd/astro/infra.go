@@ -30,7 +30,7 @@ type infra struct {
 	tracer  trace.Tracer // nil without tracing
 	nc      *nats.Conn
 	db      *sqlx.DB
-	log     *natslog.Log
+	evlog   *natslog.Log // the event log
 
 	// closers undo what openInfra did, in the order it did it; Close runs
 	// them backwards.
@@ -94,7 +94,7 @@ func openInfra(ctx context.Context, cfg Config, log *slog.Logger) (_ *infra, err
 	}
 	// An empty stream created over a log the read models have seen would
 	// hide its loss: without the stream, Astro does not start.
-	inf.log, err = natslog.Open(ctx, inf.nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: inf.metered.Log(), Tracer: inf.tracer})
+	inf.evlog, err = natslog.Open(ctx, inf.nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: inf.metered.Log(), Tracer: inf.tracer})
 	if errors.Is(err, natslog.ErrStreamMissing) {
 		return nil, fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
 	}

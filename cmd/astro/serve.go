@@ -38,7 +38,6 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 // built, and its addresses listened on, ready to Run.
 type instance struct {
 	cfg   Config
-	log   *slog.Logger
 	infra *infra
 	app   *app
 
@@ -57,7 +56,7 @@ type instance struct {
 // refresh): give start the context Run gets. On an error, start closes
 // what it opened.
 func start(ctx context.Context, cfg Config, log *slog.Logger) (_ *instance, err error) {
-	s := &instance{cfg: cfg, log: log}
+	s := &instance{cfg: cfg}
 	defer func() {
 		if err != nil {
 			s.Close()
