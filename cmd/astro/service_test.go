@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -43,8 +42,9 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 const testSecret = "test-secret-test-secret-test-secret-0123456789"
 
-// service is one Astro started through run, as main starts it, on an
-// embedded NATS and a fresh database of the shared test PostgreSQL.
+// service is one Astro started as serve starts it, with its configuration
+// read as run reads it, on an embedded NATS and a fresh database of the
+// shared test PostgreSQL.
 type service struct {
 	t       testing.TB
 	natsDir string // the log's files, when the test started its NATS
@@ -52,24 +52,34 @@ type service struct {
 	env     map[string]string
 	client  *http.Client // every test request goes through it
 	stop    func()       // stops this instance; Cleanup calls it too
-	// metricsAt gets the metrics URL when ASTRO_METRICS_ADDR serves them
-	// apart.
-	metricsAt chan string
+	// metricsBase is the base URL of /metrics when ASTRO_METRICS_ADDR
+	// serves them apart; "" otherwise.
+	metricsBase string
 }
 
 type serviceOption func(env map[string]string)
 
 func startService(t testing.TB, opts ...serviceOption) *service {
 	t.Helper()
+	env, natsDir := serviceEnv(t, opts...)
+	s := startWithEnv(t, env)
+	s.natsDir = natsDir
+	return s
+}
+
+// serviceEnv is the environment startService starts the service in, with
+// its own NATS (whose files are in natsDir) and database.
+func serviceEnv(t testing.TB, opts ...serviceOption) (env map[string]string, natsDir string) {
+	t.Helper()
 	// NATS runs beside the service, not inside it, so that tests can read
 	// the log and restart the service on the same log and database.
-	natsDir := t.TempDir()
+	natsDir = t.TempDir()
 	ns, err := natsserver.Start(context.Background(), natsserver.Config{StoreDir: natsDir, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
-	env := map[string]string{
+	env = map[string]string{
 		"ASTRO_HTTP_ADDR":    "127.0.0.1:0",
 		"ASTRO_DATA_DIR":     t.TempDir(),
 		"ASTRO_NATS_URL":     ns.ClientURL(),
@@ -81,49 +91,44 @@ func startService(t testing.TB, opts ...serviceOption) *service {
 	for _, o := range opts {
 		o(env)
 	}
-	s := startWithEnv(t, env)
-	s.natsDir = natsDir
-	return s
+	return env, natsDir
 }
 
 func startWithEnv(t testing.TB, env map[string]string) *service {
 	t.Helper()
-	return startWithRun(t, env, run)
+	return startWithConfig(t, env, nil)
 }
 
-// startWithRun starts the service through runFn, run or a variant of it.
-func startWithRun(t testing.TB, env map[string]string, runFn func(context.Context, []string, func(string) string, io.Writer, io.Writer) error) *service {
+// startWithConfig starts the service on the configuration env makes,
+// changed by adjust when it is not nil (for what no variable sets, such as
+// a tracer provider).
+func startWithConfig(t testing.TB, env map[string]string, adjust func(*Config)) *service {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
 	var stderr syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runFn(ctx, nil, func(k string) string { return env[k] }, pw, &stderr)
-		pw.Close()
-	}()
-	addr, metricsAt := make(chan string, 1), make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "astro: listening on "); ok {
-				addr <- a
-			}
-			if a, ok := strings.CutPrefix(sc.Text(), "astro: metrics on "); ok {
-				metricsAt <- a
-			}
-		}
-	}()
-	var base string
-	select {
-	case base = <-addr:
-	case err := <-done:
-		cancel()
-		t.Fatalf("astro exited before listening: %v\n%s", err, stderr.String())
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatalf("astro did not start in time\n%s", stderr.String())
+	cfg, err := parseConfig(nil, func(k string) string { return env[k] }, &stderr)
+	if err != nil {
+		t.Fatalf("astro config: %v\n%s", err, stderr.String())
 	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	// ctx outlives the start (Run gets it too), so the deadline cancels it
+	// rather than bounding it.
+	late := time.AfterFunc(60*time.Second, cancel)
+	inst, err := start(ctx, cfg, newLogger(cfg, &stderr))
+	if !late.Stop() {
+		if err == nil {
+			inst.Close()
+		}
+		t.Fatalf("astro did not start in time: %v\n%s", err, stderr.String())
+	}
+	if err != nil {
+		cancel()
+		t.Fatalf("astro did not start: %v\n%s", err, stderr.String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- inst.Run(ctx) }()
 	// Registered before stop, so it runs after the service stopped (every
 	// append is done) and before startService's NATS shuts down.
 	t.Cleanup(func() { checkEventContract(t, env["ASTRO_NATS_URL"]) })
@@ -137,8 +142,12 @@ func startWithRun(t testing.TB, env map[string]string, runFn func(context.Contex
 					t.Errorf("astro stopped with %v\n%s", err, stderr.String())
 				}
 			case <-time.After(30 * time.Second):
+				// Not closed: its parts still run on what Close would take
+				// from under them.
 				t.Errorf("astro did not stop in time")
+				return
 			}
+			inst.Close()
 		})
 	}
 	t.Cleanup(stop)
@@ -147,9 +156,62 @@ func startWithRun(t testing.TB, env map[string]string, runFn func(context.Contex
 		t.Fatalf("api/openapi.json: %v", err)
 	}
 	client := &http.Client{Timeout: time.Minute, Transport: &contractTransport{t: t, c: c, next: http.DefaultTransport}}
-	s := &service{t: t, base: base, env: env, client: client, stop: stop, metricsAt: metricsAt}
+	s := &service{t: t, base: inst.Addr(), env: env, client: client, stop: stop, metricsBase: inst.MetricsAddr()}
 	s.waitReady()
 	return s
+}
+
+// TestServeAnnouncesAddresses runs the service as main does: scripts (the
+// fault suite) and people learn where it listens from these two lines.
+func TestServeAnnouncesAddresses(t *testing.T) {
+	env, _ := serviceEnv(t, func(env map[string]string) { env["ASTRO_METRICS_ADDR"] = "127.0.0.1:0" })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &stdout, &stderr) }()
+	announced := func(prefix string) string {
+		for line := range strings.Lines(stdout.String()) {
+			if a, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), prefix); ok {
+				return a
+			}
+		}
+		return ""
+	}
+	waitFor(t, 60*time.Second, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("astro exited before listening: %v\n%s", err, stderr.String())
+		default:
+		}
+		if announced("astro: listening on ") == "" {
+			return fmt.Errorf("no listening address announced:\n%s", stdout.String())
+		}
+		return nil
+	})
+	base, metricsURL := announced("astro: listening on "), announced("astro: metrics on ")
+	if !strings.HasPrefix(base, "http://127.0.0.1:") || !strings.HasPrefix(metricsURL, "http://127.0.0.1:") || !strings.HasSuffix(metricsURL, "/metrics") {
+		t.Fatalf("announced API %q and metrics %q, want http://127.0.0.1:PORT and http://127.0.0.1:PORT/metrics", base, metricsURL)
+	}
+	for _, url := range []string{base + "/healthz", metricsURL} {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d, want 200", url, resp.StatusCode)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("astro stopped with %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("astro did not stop in time")
+	}
 }
 
 func (s *service) waitReady() {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +24,7 @@ func TestTracing(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	s := startService(t)
 	s.stop() // this test's own instance, with the tracer, on the same log and database
-	s = startWithRun(t, s.env, func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-		cfg, err := parseConfig(args, getenv, stderr)
-		if err != nil {
-			return err
-		}
-		cfg.TracerProvider = tp
-		return serve(ctx, cfg, stdout, stderr)
-	})
+	s = startWithConfig(t, s.env, func(cfg *Config) { cfg.TracerProvider = tp })
 
 	// The caller's trace: a W3C traceparent as an upstream service sends it.
 	const upstreamTrace = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // the "postgres" driver
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"astro/events/natslog"
+	"astro/events/natsserver"
+	"astro/metrics"
+	"astro/projections"
+	"astro/projections/pgserver"
+)
+
+// infra is what the service runs on: the data directory's lock, metrics,
+// the tracer, NATS, the database and the event log over NATS. Close gives
+// it all back.
+type infra struct {
+	metered *metrics.Metrics
+	tracer  trace.Tracer // nil without tracing
+	nc      *nats.Conn
+	db      *sqlx.DB
+	evlog   *natslog.Log // the event log
+
+	// closers undo what openInfra did, in the order it did it; Close runs
+	// them backwards.
+	closers []func()
+}
+
+// openInfra opens the infrastructure cfg asks for. On an error part way,
+// it closes what it had opened before returning.
+func openInfra(ctx context.Context, cfg Config, log *slog.Logger) (_ *infra, err error) {
+	inf := &infra{}
+	defer func() {
+		if err != nil {
+			inf.Close()
+		}
+	}()
+
+	if cfg.DataDir != "" {
+		// World-traversable, so the private PostgreSQL (which runs as another
+		// user when Astro runs as root) can keep its cluster inside it.
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		release, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		inf.onClose(release)
+	}
+	if inf.metered, err = metrics.New(prometheus.NewRegistry(), log); err != nil {
+		return nil, err
+	}
+	tp := cfg.TracerProvider
+	if tp == nil && cfg.Tracing {
+		otlp, err := otlpTracerProvider(ctx)
+		if err != nil {
+			return nil, err
+		}
+		inf.onClose(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := otlp.Shutdown(ctx); err != nil {
+				log.Warn("trace exporter shutdown", "err", err)
+			}
+		})
+		tp = otlp
+		log.Info("tracing on: spans exported over OTLP")
+	}
+	inf.tracer = tracer(tp)
+	if inf.nc, err = inf.connectNATS(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	if inf.db, err = inf.openDatabase(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	if err := projections.Migrate(ctx, inf.db); err != nil {
+		return nil, err
+	}
+	applied, err := appliedSeq(ctx, inf.db)
+	if err != nil {
+		return nil, err
+	}
+	// An empty stream created over a log the read models have seen would
+	// hide its loss: without the stream, Astro does not start.
+	inf.evlog, err = natslog.Open(ctx, inf.nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: inf.metered.Log(), Tracer: inf.tracer})
+	if errors.Is(err, natslog.ErrStreamMissing) {
+		return nil, fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return inf, nil
+}
+
+// onClose has Close run f, before whatever was added earlier.
+func (inf *infra) onClose(f func()) { inf.closers = append(inf.closers, f) }
+
+// Close tears down what openInfra opened, in the reverse order. A second
+// call does nothing.
+func (inf *infra) Close() {
+	for i := len(inf.closers) - 1; i >= 0; i-- {
+		inf.closers[i]()
+	}
+	inf.closers = nil
+}
+
+func (inf *infra) connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("astro"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Error("NATS", "err", err) }),
+	}
+	if cfg.NATSURL != "" {
+		if cfg.NATSUser != "" {
+			opts = append(opts, nats.UserInfo(cfg.NATSUser, cfg.NATSPassword))
+		}
+		if cfg.NATSCreds != "" {
+			opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
+		}
+		nc, err := nats.Connect(cfg.NATSURL, append(opts, nats.RetryOnFailedConnect(true))...)
+		if err != nil {
+			return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(cfg.NATSURL), err)
+		}
+		inf.onClose(func() { _ = nc.Drain() })
+		return nc, nil
+	}
+	passwords, err := natsPasswords(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := natsserver.Start(ctx, natsserver.Config{
+		StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: cfg.NATSListen, SyncAlways: cfg.LogSyncAlways,
+		Passwords: passwords, ProtectedConsumers: protectedConsumers(), Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	inf.onClose(srv.Shutdown)
+	urlFile := filepath.Join(cfg.DataDir, natsURLFile)
+	if u := srv.ClientURL(); u != "" {
+		if err := os.WriteFile(urlFile, []byte(u+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("embedded NATS: %w", err)
+		}
+		inf.onClose(func() { _ = os.Remove(urlFile) })
+		log.Info("embedded NATS accepts clients with credentials (astro nats-credentials)", "url", u)
+	} else {
+		_ = os.Remove(urlFile) // a crashed run's
+	}
+	nc, err := srv.Connect(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to embedded NATS: %w", err)
+	}
+	inf.onClose(func() { _ = nc.Drain() })
+	return nc, nil
+}
+
+func (inf *infra) openDatabase(ctx context.Context, cfg Config, log *slog.Logger) (*sqlx.DB, error) {
+	url := cfg.DatabaseURL
+	if url == "" {
+		pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(cfg.DataDir, "postgres"), Logger: log})
+		if err != nil {
+			if errors.Is(err, pgserver.ErrNoBinaries) {
+				return nil, fmt.Errorf("no PostgreSQL binaries found (PATH, /usr/lib/postgresql/*/bin): install PostgreSQL, or set ASTRO_DATABASE_URL to a database")
+			}
+			return nil, fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		inf.onClose(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := pg.Stop(ctx); err != nil {
+				log.Warn("stop PostgreSQL", "err", err)
+			}
+		})
+		url = pg.URL()
+		// Tools on this machine (astro projections status) find the private
+		// database here, as they find the embedded NATS server.
+		urlFile := filepath.Join(cfg.DataDir, postgresURLFile)
+		if err := os.WriteFile(urlFile, []byte(url+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		inf.onClose(func() { _ = os.Remove(urlFile) })
+	}
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	inf.onClose(func() { db.Close() })
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	// The database may still be starting (a container, a restart): wait.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			return db, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("database unreachable: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
