@@ -42,6 +42,8 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics there instead of on the API's
 	// address.
 	MetricsAddr string
+	// DebugAddr, when set, serves Go's profiles (net/http/pprof) there.
+	DebugAddr string
 	// ReadyMaxLagEvents and ReadyMaxLag bound projector lag: past either,
 	// /readyz answers 503. 0 turns a bound off.
 	ReadyMaxLagEvents uint64
@@ -88,6 +90,7 @@ var settings = []setting{
 	{"shutdown-grace", "ASTRO_SHUTDOWN_GRACE", "10s", "how long a shutdown waits for requests in flight"},
 	{"request-timeout", "ASTRO_REQUEST_TIMEOUT", "30s", "every request's deadline; past it the request is cancelled and answers 503 with Retry-After"},
 	{"metrics-addr", "ASTRO_METRICS_ADDR", "", "serve /metrics on this address instead of the API's (e.g. :9090, kept off the public port)"},
+	{"debug-addr", "ASTRO_DEBUG_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address, to profile the service under load; keep it off public networks"},
 	{"ready-max-lag-events", "ASTRO_READY_MAX_LAG_EVENTS", "100000", "/readyz answers 503 while a projector has more events than this not applied; 0: no bound"},
 	{"ready-max-lag", "ASTRO_READY_MAX_LAG", "30s", "/readyz answers 503 while a projector's oldest unapplied event is older than this; 0: no bound"},
 	{"stream-ticket-key", "ASTRO_STREAM_TICKET_KEY", "", "key (at least 32 bytes) that signs notification stream tickets, the same on every instance; empty: generated and kept in the data directory"},
@@ -162,6 +165,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return Config{}, fmt.Errorf("request-timeout: want a positive duration, got %q", get("request-timeout"))
 	}
 	c.MetricsAddr = get("metrics-addr")
+	c.DebugAddr = get("debug-addr")
 	if c.ReadyMaxLagEvents, err = strconv.ParseUint(get("ready-max-lag-events"), 10, 64); err != nil {
 		return Config{}, fmt.Errorf("ready-max-lag-events: want a whole number, got %q", get("ready-max-lag-events"))
 	}

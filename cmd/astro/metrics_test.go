@@ -197,3 +197,25 @@ func TestMetricsApart(t *testing.T) {
 	}
 	s.call("GET", "/metrics", "", nil).want(t, 404)
 }
+
+// TestProfilesApart: ASTRO_DEBUG_ADDR serves Go's profiles on an address
+// of their own, and never on the API's port.
+func TestProfilesApart(t *testing.T) {
+	if s := startService(t); s.debugBase != "" {
+		t.Fatalf("profiles served at %s without ASTRO_DEBUG_ADDR", s.debugBase)
+	}
+	s := startService(t, func(env map[string]string) { env["ASTRO_DEBUG_ADDR"] = "127.0.0.1:0" })
+	if s.debugBase == "" {
+		t.Fatal("no profiles address")
+	}
+	resp, err := http.Get(s.debugBase + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "heap profile") {
+		t.Fatalf("heap profile: %d %.200s", resp.StatusCode, body)
+	}
+	s.call("GET", "/debug/pprof/", "", nil).want(t, 404)
+}

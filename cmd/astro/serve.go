@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -22,6 +23,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	// here: with port 0 this is the only place they are told.
 	if s.MetricsAddr() != "" {
 		fmt.Fprintf(stdout, "astro: metrics on %s/metrics\n", s.MetricsAddr())
+	}
+	if s.DebugAddr() != "" {
+		fmt.Fprintf(stdout, "astro: profiles on %s/debug/pprof/\n", s.DebugAddr())
 	}
 	fmt.Fprintf(stdout, "astro: listening on %s\n", s.Addr())
 	err = s.Run(ctx)
@@ -47,6 +51,10 @@ type instance struct {
 	// for it; nil otherwise (the API serves it).
 	metrics   *http.Server
 	metricsLn net.Listener
+	// debug and debugLn serve Go's profiles, when cfg.DebugAddr asks for
+	// them; nil otherwise.
+	debug   *http.Server
+	debugLn net.Listener
 }
 
 // start opens the infrastructure, builds the application on it and listens
@@ -87,13 +95,33 @@ func start(ctx context.Context, cfg Config, log *slog.Logger) (_ *instance, err 
 	if cfg.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", s.infra.metered.Handler())
-		if s.metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsAddr, err)
+		if s.metrics, s.metricsLn, err = sideServer(cfg.MetricsAddr, mux, 30*time.Second, log); err != nil {
+			return nil, err
 		}
-		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	}
+	if cfg.DebugAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		// A CPU profile or a trace takes as long as it is asked to.
+		if s.debug, s.debugLn, err = sideServer(cfg.DebugAddr, mux, 0, log); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
+}
+
+// sideServer listens on addr for an operator's server apart from the API.
+func sideServer(addr string, h http.Handler, writeTimeout time.Duration, log *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: writeTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}, ln, nil
 }
 
 // Addr is the HTTP API's base URL, http://host:port.
@@ -108,6 +136,15 @@ func (s *instance) MetricsAddr() string {
 	return "http://" + s.metricsLn.Addr().String()
 }
 
+// DebugAddr is the base URL of the server of Go's profiles, "" when
+// cfg.DebugAddr does not ask for one.
+func (s *instance) DebugAddr() string {
+	if s.debugLn == nil {
+		return ""
+	}
+	return "http://" + s.debugLn.Addr().String()
+}
+
 // Run serves until ctx ends or a part of the service fails, then shuts the
 // HTTP servers down, giving requests in flight cfg.ShutdownGrace, and
 // waits for every part to stop. It returns nil when ctx ended it. Call it
@@ -118,6 +155,11 @@ func (s *instance) Run(ctx context.Context) error {
 	if s.metrics != nil {
 		g.add(func(ctx context.Context) error {
 			return serveHTTP(ctx, s.metrics, s.metricsLn, s.cfg.ShutdownGrace, "metrics http")
+		})
+	}
+	if s.debug != nil {
+		g.add(func(ctx context.Context) error {
+			return serveHTTP(ctx, s.debug, s.debugLn, s.cfg.ShutdownGrace, "debug http")
 		})
 	}
 	g.add(func(ctx context.Context) error {
@@ -147,7 +189,7 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 // close them, then the infrastructure, in the reverse order it was opened.
 // Call it after Run returned, or instead of Run.
 func (s *instance) Close() {
-	for _, ln := range []net.Listener{s.metricsLn, s.ln} {
+	for _, ln := range []net.Listener{s.debugLn, s.metricsLn, s.ln} {
 		if ln != nil {
 			_ = ln.Close() // already closed when Run served on it
 		}

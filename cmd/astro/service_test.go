@@ -55,6 +55,9 @@ type service struct {
 	// metricsBase is the base URL of /metrics when ASTRO_METRICS_ADDR
 	// serves them apart; "" otherwise.
 	metricsBase string
+	// debugBase is the base URL of Go's profiles when ASTRO_DEBUG_ADDR
+	// serves them.
+	debugBase string
 }
 
 type serviceOption func(env map[string]string)
@@ -156,7 +159,7 @@ func startWithConfig(t testing.TB, env map[string]string, adjust func(*Config)) 
 		t.Fatalf("api/openapi.json: %v", err)
 	}
 	client := &http.Client{Timeout: time.Minute, Transport: &contractTransport{t: t, c: c, next: http.DefaultTransport}}
-	s := &service{t: t, base: inst.Addr(), env: env, client: client, stop: stop, metricsBase: inst.MetricsAddr()}
+	s := &service{t: t, base: inst.Addr(), env: env, client: client, stop: stop, metricsBase: inst.MetricsAddr(), debugBase: inst.DebugAddr()}
 	s.waitReady()
 	return s
 }
