@@ -124,11 +124,14 @@ func sizeOf(a Aggregate) int {
 }
 
 type cached[A Aggregate] struct {
-	key     string
-	size    int // bytes counted in Store.cached
-	agg     A
-	seq     uint64 // last event applied
-	snapSeq uint64 // seq of the newest snapshot known
+	key  string
+	size int // bytes counted in Store.cached
+	agg  A
+	seq  uint64 // last event applied
+	// sinceSnap counts the events applied after the newest snapshot known.
+	// Sequences cannot tell it: they number the whole stream, in which one
+	// aggregate's events lie far apart.
+	sinceSnap uint64
 }
 
 // NewStore returns a Store whose empty aggregates come from fresh.
@@ -242,6 +245,7 @@ func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Ev
 			return false, fmt.Errorf("apply own event %s: %w", e.Type, err)
 		}
 		c.seq = last
+		c.sinceSnap++
 		*appended = append(*appended, e)
 	}
 	return false, nil
@@ -261,7 +265,7 @@ func (s *Store[A]) current(ctx context.Context, c *cached[A]) (bool, error) {
 	if last < c.seq {
 		// The subject's events were erased (a workspace's erasure, its
 		// snapshots with them): what c holds is gone, start again.
-		c.agg, c.seq, c.snapSeq = s.fresh(), 0, 0
+		c.agg, c.seq, c.sinceSnap = s.fresh(), 0, 0
 	}
 	if err := s.catchUp(ctx, c); err != nil {
 		s.forget(c.key)
@@ -305,7 +309,7 @@ func (s *Store[A]) load(ctx context.Context, subject string) (*cached[A], error)
 			s.cfg.Logger.Warn("decode snapshot", "subject", subject, "err", err)
 			c.agg = s.fresh()
 		} else {
-			c.seq, c.snapSeq = seq, seq
+			c.seq = seq
 		}
 	}
 	if err := s.catchUp(ctx, c); err != nil {
@@ -317,7 +321,10 @@ func (s *Store[A]) load(ctx context.Context, subject string) (*cached[A], error)
 }
 
 func (s *Store[A]) catchUp(ctx context.Context, c *cached[A]) error {
-	last, err := s.log.Read(ctx, c.key, c.seq, c.agg.Apply)
+	last, err := s.log.Read(ctx, c.key, c.seq, func(e events.Event) error {
+		c.sinceSnap++
+		return c.agg.Apply(e)
+	})
 	if err != nil {
 		return unavailable(fmt.Errorf("read %s after %d: %w", c.key, c.seq, err))
 	}
@@ -354,7 +361,7 @@ func (s *Store[A]) forget(subject string) {
 }
 
 func (s *Store[A]) maybeSnapshot(ctx context.Context, c *cached[A]) {
-	if c.seq-c.snapSeq < s.cfg.SnapshotEvery {
+	if c.sinceSnap < s.cfg.SnapshotEvery {
 		return
 	}
 	data, err := json.Marshal(c.agg)
@@ -365,7 +372,7 @@ func (s *Store[A]) maybeSnapshot(ctx context.Context, c *cached[A]) {
 		s.cfg.Logger.Warn("save snapshot", "subject", c.key, "err", err)
 		return
 	}
-	c.snapSeq = c.seq
+	c.sinceSnap = 0
 }
 
 func (s *Store[A]) snapshotKey(subject string) string { return s.cfg.Name + "." + subject }

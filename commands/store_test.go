@@ -149,6 +149,51 @@ func TestLoadReadsOnlyAfterSnapshot(t *testing.T) {
 	}
 }
 
+// countingSnapshots counts the snapshots saved: what writing them costs.
+type countingSnapshots struct {
+	commands.Snapshots
+	mu    sync.Mutex
+	saved map[string]int
+}
+
+func (c *countingSnapshots) Save(ctx context.Context, key string, seq uint64, data []byte) error {
+	c.mu.Lock()
+	c.saved[key]++
+	c.mu.Unlock()
+	return c.Snapshots.Save(ctx, key, seq, data)
+}
+
+// A snapshot follows every SnapshotEvery events of its own aggregate, not
+// every SnapshotEvery positions of the stream: with many aggregates their
+// events lie far apart, and counting positions wrote a snapshot on every
+// command.
+func TestSnapshotsFollowTheAggregatesOwnEvents(t *testing.T) {
+	l := newLog(t)
+	snaps := &countingSnapshots{Snapshots: l.Snapshots(), saved: map[string]int{}}
+	s := holidayStore(t, l, snaps, 10)
+	ctx := context.Background()
+	var subjects []string
+	for i := range 20 {
+		subjects = append(subjects, create(t, s, fmt.Sprint("h", i)))
+	}
+	for round := range 30 {
+		for i, subject := range subjects {
+			if _, err := rename(ctx, s, subject, fmt.Sprint("h", i), fmt.Sprint("r", round+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 31 events each, 20 positions apart: 3 snapshots each.
+	for key, n := range snaps.saved {
+		if n != 3 {
+			t.Errorf("%s: %d snapshots of 31 events, want 3 (one per 10 of its events)", key, n)
+		}
+	}
+	if len(snaps.saved) != len(subjects) {
+		t.Errorf("snapshots of %d aggregates, want %d", len(snaps.saved), len(subjects))
+	}
+}
+
 func TestDecisionErrorsAppendNothing(t *testing.T) {
 	l := newLog(t)
 	s := holidayStore(t, l, l.Snapshots(), 100)
