@@ -25,8 +25,11 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 		{&p.create, `INSERT INTO holidays (workspace_id, id, reason, type, date_from, date_to, country_ids, resource_ids, created_seq, seq)
 			VALUES ($1, $2, $3, $4, NULLIF($5, '')::date, NULLIF($6, '')::date, $7, $8, $9, $9)
 			ON CONFLICT DO NOTHING`},
-		// The seq guard keeps a replayed older rename from undoing a newer one.
-		{&p.rename, `UPDATE holidays SET reason = $3, seq = $4 WHERE workspace_id = $1 AND id = $2 AND seq < $4`},
+		// A batch's renames are one statement, the newest per holiday. The
+		// seq guard keeps a replayed older rename from undoing a newer one.
+		{&p.rename, `UPDATE holidays h SET reason = v.reason, seq = v.seq
+			FROM unnest($1::text[], $2::uuid[], $3::text[], $4::bigint[]) AS v(workspace_id, id, reason, seq)
+			WHERE h.workspace_id = v.workspace_id AND h.id = v.id AND h.seq < v.seq`},
 		// Upstream syncs send resources in bulk: a batch's upserts are one
 		// statement. The seq guard makes a replay of an older upsert a no-op.
 		{&p.upsertResources, `INSERT INTO resources (workspace_id, id, name, country_code, is_active, is_guest, seq)
@@ -90,12 +93,42 @@ func (r *resourceRows) add(e events.Event, p *events.ResourceUpserted) {
 	r.seq = append(r.seq, seq)
 }
 
+// renameRows are the latest renames of a batch, one per holiday, as
+// column arrays.
+type renameRows struct {
+	at             map[[2]string]int // (workspace, id) -> row
+	ws, id, reason []string
+	seq            []int64
+}
+
+func (r *renameRows) add(e events.Event, p *events.HolidayRenamed) {
+	key := [2]string{e.WorkspaceID, p.HolidayID}
+	seq := int64(e.Seq)
+	if i, ok := r.at[key]; ok {
+		if seq > r.seq[i] {
+			r.reason[i], r.seq[i] = p.NewReason, seq
+		}
+		return
+	}
+	if r.at == nil {
+		r.at = map[[2]string]int{}
+	}
+	r.at[key] = len(r.id)
+	r.ws = append(r.ws, e.WorkspaceID)
+	r.id = append(r.id, p.HolidayID)
+	r.reason = append(r.reason, p.NewReason)
+	r.seq = append(r.seq, seq)
+}
+
 // Apply implements Projector.
 func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
 	// Holiday rows never read resource rows (scope is resolved at query
 	// time), so the batch's resource upserts can all go last, in one
-	// statement, without changing the result.
+	// statement, without changing the result. Renames go last too, the
+	// newest of each holiday: its creation, earlier in the log, is then
+	// in, and only the newest name is left in the row.
 	var res resourceRows
+	var renames renameRows
 	for _, e := range evs {
 		payload, err := events.Decode(e)
 		if err != nil {
@@ -109,10 +142,10 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 			_, err = tx.StmtxContext(ctx, p.create).ExecContext(ctx, ws, v.HolidayID, v.Reason, v.Type, v.DateFrom, v.DateTo,
 				pq.Array(orEmpty(v.CountryIDs)), pq.Array(orEmpty(v.ResourceIDs)), seq)
 		case *events.HolidayRenamed:
-			_, err = tx.StmtxContext(ctx, p.rename).ExecContext(ctx, ws, v.HolidayID, v.NewReason, seq)
+			renames.add(e, v)
 		case *events.WorkspaceErased:
-			// The upserts held back so far come before the erasure.
-			if err = p.upsert(ctx, tx, &res); err == nil {
+			// What was held back so far comes before the erasure.
+			if err = p.flush(ctx, tx, &res, &renames); err == nil {
 				if _, err = tx.StmtxContext(ctx, p.eraseHolidays).ExecContext(ctx, ws); err == nil {
 					_, err = tx.StmtxContext(ctx, p.eraseResources).ExecContext(ctx, ws)
 				}
@@ -124,20 +157,26 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 			return fmt.Errorf("apply %s (seq %d): %w", e.Type, e.Seq, err)
 		}
 	}
-	return p.upsert(ctx, tx, &res)
+	return p.flush(ctx, tx, &res, &renames)
 }
 
-// upsert applies the resource upserts held in res as one statement, and
-// empties res.
-func (p *Holidays) upsert(ctx context.Context, tx *sqlx.Tx, res *resourceRows) error {
-	if len(res.id) == 0 {
-		return nil
+// flush applies the resource upserts and the renames held back, one
+// statement each, and empties them.
+func (p *Holidays) flush(ctx context.Context, tx *sqlx.Tx, res *resourceRows, renames *renameRows) error {
+	if len(res.id) > 0 {
+		if _, err := tx.StmtxContext(ctx, p.upsertResources).ExecContext(ctx, pq.Array(res.ws), pq.Array(res.id), pq.Array(res.name),
+			pq.Array(res.country), pq.Array(res.active), pq.Array(res.guest), pq.Array(res.seq)); err != nil {
+			return fmt.Errorf("apply %d resource upserts: %w", len(res.id), err)
+		}
+		*res = resourceRows{}
 	}
-	if _, err := tx.StmtxContext(ctx, p.upsertResources).ExecContext(ctx, pq.Array(res.ws), pq.Array(res.id), pq.Array(res.name),
-		pq.Array(res.country), pq.Array(res.active), pq.Array(res.guest), pq.Array(res.seq)); err != nil {
-		return fmt.Errorf("apply %d resource upserts: %w", len(res.id), err)
+	if len(renames.id) > 0 {
+		if _, err := tx.StmtxContext(ctx, p.rename).ExecContext(ctx, pq.Array(renames.ws), pq.Array(renames.id),
+			pq.Array(renames.reason), pq.Array(renames.seq)); err != nil {
+			return fmt.Errorf("apply %d renames: %w", len(renames.id), err)
+		}
+		*renames = renameRows{}
 	}
-	*res = resourceRows{}
 	return nil
 }
 
