@@ -156,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), methods: methods, metrics: cfg.Metrics,
+	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(tokenCacheSize), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), methods: methods, metrics: cfg.Metrics,
 		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max), hub: newHub(cfg.InboxLog, cfg.Logger)}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}

@@ -12,9 +12,16 @@ import (
 // (tens of microseconds, a tenth of a small request). An entry lives until
 // the token expires or for a minute, whichever is sooner, so a key taken
 // out of a JWKS stops being honoured within a minute.
+//
+// It holds two generations: new entries go into the current one, a hit in
+// the previous one moves there too, and when the current one is full it
+// becomes the previous one and the old previous one is dropped whole. Every
+// operation is O(1) whatever the number of callers, and the tokens in use
+// stay while those seen once age out.
 type tokenCache struct {
-	mu      sync.Mutex
-	entries map[string]tokenEntry
+	mu        sync.Mutex
+	size      int // entries a generation holds
+	cur, prev map[string]tokenEntry
 }
 
 type tokenEntry struct {
@@ -23,21 +30,29 @@ type tokenEntry struct {
 }
 
 const (
-	tokenCacheSize = 8192
+	tokenCacheSize = 8192 // a generation's: at most twice as many tokens in all
 	tokenCacheTTL  = time.Minute
 )
 
-func newTokenCache() *tokenCache { return &tokenCache{entries: map[string]tokenEntry{}} }
+func newTokenCache(size int) *tokenCache {
+	return &tokenCache{size: size, cur: make(map[string]tokenEntry, size)}
+}
 
 func (c *tokenCache) get(token string, now time.Time) (auth.Claims, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[token]
+	e, ok := c.cur[token]
+	if !ok {
+		if e, ok = c.prev[token]; ok {
+			delete(c.prev, token)
+			c.add(token, e)
+		}
+	}
 	if !ok {
 		return auth.Claims{}, false
 	}
 	if !now.Before(e.until) {
-		delete(c.entries, token)
+		delete(c.cur, token)
 		return auth.Claims{}, false
 	}
 	return e.claims, true
@@ -50,20 +65,12 @@ func (c *tokenCache) put(token string, claims auth.Claims, now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.entries) >= tokenCacheSize {
-		// Full: drop expired entries, else any one. Which one goes hardly
-		// matters; it costs its token one verification.
-		for k, e := range c.entries {
-			if !now.Before(e.until) {
-				delete(c.entries, k)
-			}
-		}
-		for k := range c.entries {
-			if len(c.entries) < tokenCacheSize {
-				break
-			}
-			delete(c.entries, k)
-		}
+	c.add(token, tokenEntry{claims: claims, until: until})
+}
+
+func (c *tokenCache) add(token string, e tokenEntry) {
+	if _, ok := c.cur[token]; !ok && len(c.cur) >= c.size {
+		c.prev, c.cur = c.cur, make(map[string]tokenEntry, c.size)
 	}
-	c.entries[token] = tokenEntry{claims: claims, until: until}
+	c.cur[token] = e
 }
