@@ -82,7 +82,7 @@ var settings = []setting{
 	{"jwks-url", "ASTRO_JWKS_URL", "", "JWKS URL for RS256/ES256 tokens (production)"},
 	{"jwt-issuer", "ASTRO_JWT_ISSUER", "", "required token issuer (iss), when set"},
 	{"jwt-audience", "ASTRO_JWT_AUDIENCE", "", "required token audience (aud), when set"},
-	{"log-sync", "ASTRO_LOG_SYNC", "interval", "embedded log durability: 'always' fsyncs every append (survives power loss), 'interval' syncs every 2 minutes (survives a process crash)"},
+	{"log-sync", "ASTRO_LOG_SYNC", "interval", "embedded log durability: 'always' answers an append once it is on disk (survives power loss; concurrent appends share an fsync), 'interval' syncs every 2 minutes (survives a process crash)"},
 	{"stream-replicas", "ASTRO_STREAM_REPLICAS", "1", "replicas of the event streams (3 on a JetStream cluster)"},
 	{"rate-limit", "ASTRO_RATE_LIMIT", "auto", "requests a second per caller (workspace and user), 'off', or 'auto': 50 with external NATS or PostgreSQL, off when both are embedded"},
 	{"rate-burst", "ASTRO_RATE_BURST", "0", "burst of requests allowed above the rate; 0: twice the rate"},

@@ -31,6 +31,9 @@ type infra struct {
 	nc      *nats.Conn
 	db      *sqlx.DB
 	evlog   *natslog.Log // the event log
+	// syncLog makes an acknowledged append durable: the embedded server's
+	// grouped fsyncs with ASTRO_LOG_SYNC=always; nil otherwise.
+	syncLog func(context.Context) error
 
 	// closers undo what openInfra did, in the order it did it; Close runs
 	// them backwards.
@@ -94,7 +97,7 @@ func openInfra(ctx context.Context, cfg Config, log *slog.Logger) (_ *infra, err
 	}
 	// An empty stream created over a log the read models have seen would
 	// hide its loss: without the stream, Astro does not start.
-	inf.evlog, err = natslog.Open(ctx, inf.nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: inf.metered.Log(), Tracer: inf.tracer})
+	inf.evlog, err = natslog.Open(ctx, inf.nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: inf.metered.Log(), Tracer: inf.tracer, Sync: inf.syncLog})
 	if errors.Is(err, natslog.ErrStreamMissing) {
 		return nil, fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
 	}
@@ -148,6 +151,9 @@ func (inf *infra) connectNATS(ctx context.Context, cfg Config, log *slog.Logger)
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
 	inf.onClose(srv.Shutdown)
+	if cfg.LogSyncAlways {
+		inf.syncLog = srv.Sync
+	}
 	urlFile := filepath.Join(cfg.DataDir, natsURLFile)
 	if u := srv.ClientURL(); u != "" {
 		if err := os.WriteFile(urlFile, []byte(u+"\n"), 0o644); err != nil {

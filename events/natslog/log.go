@@ -67,6 +67,12 @@ type Config struct {
 	// Tracer, when set, traces each append as a producer span and writes
 	// the trace context into the events' headers; nil costs nothing.
 	Tracer trace.Tracer
+	// Sync, when set, is called after each acknowledged append, and the
+	// append answers once it returns: it makes the append durable where
+	// the server acknowledges before its fsync (the embedded server's
+	// grouped fsyncs, natsserver.Server.Sync). Its error fails the append,
+	// which may still have happened, as any append that answers an error.
+	Sync func(context.Context) error
 }
 
 // Metrics is what the log reports of appends.
@@ -346,6 +352,13 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, e eve
 				attribute.String("cloudevents.event_type", e.Type)))
 	}
 	seq, err := l.append(ctx, subject, expected, e)
+	if l.cfg.Sync != nil && (err == nil || errors.Is(err, events.ErrAlreadyAppended)) {
+		// A duplicate is synced too: the attempt that stored it may not
+		// have been answered yet.
+		if serr := l.cfg.Sync(ctx); serr != nil {
+			seq, err = 0, fmt.Errorf("append to %s: make durable: %w", subject, serr)
+		}
+	}
 	l.cfg.Metrics.Appended(time.Since(start), err)
 	if span != nil {
 		span.SetAttributes(attribute.Int64("astro.log.sequence", int64(seq)))

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -30,10 +31,17 @@ type Config struct {
 	// Listen is "host:port" to also accept TCP clients (port 0 picks a free
 	// one), or "" or "off" for in-process connections only.
 	Listen string
-	// SyncAlways fsyncs every append before it is acknowledged, so an
-	// acknowledged event survives a power loss of this machine. Off, the
-	// store syncs on an interval: a process crash still loses nothing (the
-	// operating system has the bytes), a power loss can lose the interval.
+	// SyncAlways makes every append durable before its writer is
+	// answered, so an answered event survives a power loss of this
+	// machine; the writer calls Sync after each acknowledged append.
+	// JetStream's own sync_always fsyncs each append in turn under its
+	// block's lock, which caps a store at one append per fsync however
+	// many writers wait; on Linux the store runs on its interval instead
+	// (a single-replica stream still writes each append to the operating
+	// system before acknowledging it) and Sync groups the fsyncs, as
+	// PostgreSQL groups its commits. Off, the store syncs on an interval:
+	// a process crash still loses nothing (the operating system has the
+	// bytes), a power loss can lose the interval.
 	SyncAlways bool
 	// Passwords turns authentication on: one user per role with a
 	// password. Empty, anyone may connect and do anything.
@@ -49,7 +57,9 @@ type Config struct {
 // Server is a running embedded NATS server.
 type Server struct {
 	ns    *server.Server
-	astro string // Astro's own password, "" without authentication
+	astro string     // Astro's own password, "" without authentication
+	store *os.File   // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
+	group *groupSync // nil unless Astro groups the fsyncs
 }
 
 // readyTimeout bounds the wait for the server when ctx has no earlier
@@ -71,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		StoreDir:   cfg.StoreDir,
 		DontListen: true,
 		NoSigs:     true, // signals belong to the program, not to a library
-		SyncAlways: cfg.SyncAlways,
+		SyncAlways: cfg.SyncAlways && !groupCommit,
 	}
 	if cfg.Passwords != (Passwords{}) {
 		if cfg.Passwords.Astro == "" {
@@ -94,8 +104,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		opts.DontListen, opts.Host, opts.Port = false, host, port
 	}
 
+	srv := &Server{astro: cfg.Passwords.Astro}
+	if cfg.SyncAlways && groupCommit {
+		if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
+			return nil, fmt.Errorf("natsserver: %w", err)
+		}
+		store, err := os.Open(cfg.StoreDir)
+		if err != nil {
+			return nil, fmt.Errorf("natsserver: %w", err)
+		}
+		srv.store = store
+		srv.group = &groupSync{sync: func() error { return syncStore(store) }}
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		srv.closeStore()
 		return nil, fmt.Errorf("natsserver: %w", err)
 	}
 	ns.SetLoggerV2(slogLogger{logger}, false, false, false)
@@ -103,9 +126,28 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := waitReady(ctx, ns); err != nil {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+		srv.closeStore()
 		return nil, fmt.Errorf("natsserver: %w", err)
 	}
-	return &Server{ns: ns, astro: cfg.Passwords.Astro}, nil
+	srv.ns = ns
+	return srv, nil
+}
+
+// Sync returns once every append the store acknowledged before the call is
+// on disk: one fsync of the store for all the callers waiting at the time
+// (see Config.SyncAlways). Without SyncAlways, or where JetStream syncs
+// each append itself, there is nothing to wait for.
+func (s *Server) Sync(ctx context.Context) error {
+	if s.group == nil {
+		return nil
+	}
+	return s.group.Sync(ctx)
+}
+
+func (s *Server) closeStore() {
+	if s.store != nil {
+		_ = s.store.Close()
+	}
 }
 
 func waitReady(ctx context.Context, ns *server.Server) error {
@@ -159,6 +201,7 @@ func (s *Server) ClientURL() string {
 func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	s.closeStore()
 }
 
 // slogLogger adapts slog to nats-server's logger interface. Notices (startup
