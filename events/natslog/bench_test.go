@@ -14,6 +14,7 @@ import (
 	"astro/events"
 	"astro/events/natslog"
 	"astro/events/natsserver"
+	"astro/events/natstest"
 )
 
 // perOp times n runs of op.
@@ -71,17 +72,8 @@ func BenchmarkAppendSyncAlways(b *testing.B) {
 				return err
 			})
 
-			srv, err := natsserver.Start(b.Context(), natsserver.Config{StoreDir: b.TempDir(), Listen: "off", SyncAlways: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(srv.Shutdown)
-			nc, err := srv.Connect()
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(nc.Close)
-			l, err := natslog.Open(b.Context(), nc, natslog.Config{Sync: srv.Sync})
+			srv := natstest.ServerWith(b, natsserver.Config{SyncAlways: true})
+			l, err := natslog.Open(b.Context(), natstest.ConnTo(b, srv), natslog.Config{Sync: srv.Sync})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,28 +8,21 @@ import (
 	"astro/events"
 	"astro/events/natslog"
 	"astro/events/natsserver"
+	"astro/events/natstest"
 )
 
 // With ASTRO_LOG_SYNC=always the embedded server acknowledges an append
 // before its fsync, so an append must answer only after Sync, and never
 // answer success when Sync failed.
 func TestAppendAnswersAfterSync(t *testing.T) {
-	srv, err := natsserver.Start(t.Context(), natsserver.Config{StoreDir: t.TempDir(), Listen: "off", SyncAlways: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	srv := natstest.ServerWith(t, natsserver.Config{SyncAlways: true})
+	nc := natstest.ConnTo(t, srv)
 
 	var syncs int
 	var syncErr error
 	var l *natslog.Log
 	subj := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h1"})
-	l, err = natslog.Open(t.Context(), nc, natslog.Config{Sync: func(ctx context.Context) error {
+	l, err := natslog.Open(t.Context(), nc, natslog.Config{Sync: func(ctx context.Context) error {
 		syncs++
 		// The server has the append by now: what Sync makes durable.
 		if last, err := l.LastSeq(ctx, subj); err != nil || last == 0 {

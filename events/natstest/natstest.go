@@ -26,7 +26,20 @@ import (
 // t.TempDir, shut down when the test ends.
 func Server(t testing.TB) *natsserver.Server {
 	t.Helper()
-	s, err := natsserver.Start(t.Context(), natsserver.Config{StoreDir: t.TempDir(), Listen: "off"})
+	return ServerWith(t, natsserver.Config{})
+}
+
+// ServerWith is Server with cfg's settings; an empty StoreDir is
+// t.TempDir and an empty Listen is in-process only.
+func ServerWith(t testing.TB, cfg natsserver.Config) *natsserver.Server {
+	t.Helper()
+	if cfg.StoreDir == "" {
+		cfg.StoreDir = t.TempDir()
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "off"
+	}
+	s, err := natsserver.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
@@ -38,7 +51,14 @@ func Server(t testing.TB) *natsserver.Server {
 // ends, before the server shuts down.
 func Conn(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := Server(t).Connect()
+	return ConnTo(t, Server(t))
+}
+
+// ConnTo connects to s in-process; the connection is closed when the test
+// ends, before the server shuts down.
+func ConnTo(t testing.TB, s *natsserver.Server) *nats.Conn {
+	t.Helper()
+	nc, err := s.Connect()
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
