@@ -58,13 +58,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("audit holiday %s: %w", id, err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, e := range entries {
-			if err := enc.Encode(e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeJSONLines(stdout, entries)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tACTOR\tINTEGRATION\tOLD REASON\tNEW REASON")
@@ -92,4 +86,16 @@ func openLog(ctx context.Context, client natsClient) (*natslog.Log, *nats.Conn, 
 		return nil, nil, nil, err
 	}
 	return log, nc, closeConn, nil
+}
+
+// writeJSONLines writes rows as JSON, one document a line: the --json
+// output of the commands that otherwise print a table.
+func writeJSONLines[T any](w io.Writer, rows []T) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -161,37 +161,8 @@ func BenchmarkHTTPWrites(b *testing.B) {
 //	go test -run '^$' -bench Memory -benchtime 1x ./cmd/astro
 func BenchmarkMemory(b *testing.B) {
 	const users, each, workers = 10_000, 100, 32
-	bin := filepath.Join(b.TempDir(), "astro")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
-	port := freePort(b)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"ASTRO_HTTP_ADDR=127.0.0.1:"+port, "ASTRO_DATA_DIR="+b.TempDir(), "ASTRO_DATABASE_URL="+pgtest.URL(b),
-		"ASTRO_JWT_SECRET="+testSecret, "ASTRO_NATS_LISTEN=off", "ASTRO_RATE_LIMIT=off", "ASTRO_LOG_LEVEL=warn")
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	base := "http://127.0.0.1:" + port
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
-	waitFor(b, 60*time.Second, func() error {
-		resp, err := client.Get(base + "/readyz")
-		if err != nil {
-			return fmt.Errorf("astro not ready: %v\n%s", err, logs.String())
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("astro not ready: /readyz %d\n%s", resp.StatusCode, logs.String())
-		}
-		return nil
-	})
+	p := startProgram(b, workers)
+	base, client := p.base, p.client
 	request := func(method, path, tok, body string) {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -225,19 +196,75 @@ func BenchmarkMemory(b *testing.B) {
 			request("GET", "/api/data/notifications", tokens[u], "")
 		})
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	b.ReportMetric(p.memoryKB(b, "VmHWM")/1024, "peak-RSS-MB")
+	b.ReportMetric(p.memoryKB(b, "VmRSS")/1024, "RSS-MB")
+}
+
+// program is the astro program built and running as a process of its own,
+// with its embedded JetStream server as `go run ./cmd/astro` runs it, so
+// that a benchmark's memory figures are the program's alone.
+type program struct {
+	base   string
+	client *http.Client
+	pid    int
+	logs   *syncBuffer
+}
+
+// startProgram builds the program, starts it on the test PostgreSQL with
+// the extra settings env, and waits until it is ready; it is stopped with
+// SIGTERM when b ends.
+func startProgram(b *testing.B, workers int, env ...string) *program {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "astro")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	port := freePort(b)
+	cmd := exec.Command(bin)
+	cmd.Env = append(append(os.Environ(),
+		"ASTRO_HTTP_ADDR=127.0.0.1:"+port, "ASTRO_DATA_DIR="+b.TempDir(), "ASTRO_DATABASE_URL="+pgtest.URL(b),
+		"ASTRO_JWT_SECRET="+testSecret, "ASTRO_NATS_LISTEN=off", "ASTRO_RATE_LIMIT=off", "ASTRO_LOG_LEVEL=warn"), env...)
+	p := &program{base: "http://127.0.0.1:" + port, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}, logs: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p.pid = cmd.Process.Pid
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	waitFor(b, 60*time.Second, func() error {
+		resp, err := p.client.Get(p.base + "/readyz")
+		if err != nil {
+			return fmt.Errorf("astro not ready: %v\n%s", err, p.logs.String())
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("astro not ready: /readyz %d\n%s", resp.StatusCode, p.logs.String())
+		}
+		return nil
+	})
+	return p
+}
+
+// memoryKB is the program's memory as field of /proc/PID/status says it, in
+// kB: VmRSS now, VmHWM at its peak.
+func (p *program) memoryKB(b *testing.B, field string) float64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		for name, unit := range map[string]string{"VmHWM:": "peak-RSS-MB", "VmRSS:": "RSS-MB"} {
-			if rest, ok := strings.CutPrefix(line, name); ok {
-				var kb float64
-				fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
-				b.ReportMetric(kb/1024, unit)
-			}
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			var kb float64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
+			return kb
 		}
 	}
+	b.Fatalf("no %s in /proc/%d/status", field, p.pid)
+	return 0
 }
 
 func freePort(b *testing.B) string {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,13 +81,7 @@ func projectionsStatus(ctx context.Context, args []string, getenv func(string) s
 		out = append(out, st)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, st := range out {
-			if err := enc.Encode(st); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeJSONLines(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROJECTOR\tSTATE\tPOSITION\tLOG END\tLAG (EVENTS)\tLAG (OLDEST UNAPPLIED)")

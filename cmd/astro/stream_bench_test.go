@@ -5,18 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-
-	"astro/projections/pgtest"
 )
 
 // BenchmarkStreams: how many notification streams one instance holds, what
@@ -31,56 +25,9 @@ import (
 //	go test -run '^$' -bench Streams -benchtime 1x ./cmd/astro
 func BenchmarkStreams(b *testing.B) {
 	const streams, workers, sends = 10_000, 32, 500
-	bin := filepath.Join(b.TempDir(), "astro")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
-	port := freePort(b)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"ASTRO_HTTP_ADDR=127.0.0.1:"+port, "ASTRO_DATA_DIR="+b.TempDir(), "ASTRO_DATABASE_URL="+pgtest.URL(b),
-		"ASTRO_JWT_SECRET="+testSecret, "ASTRO_NATS_LISTEN=off", "ASTRO_RATE_LIMIT=off", "ASTRO_LOG_LEVEL=warn",
-		"ASTRO_STREAMS_MAX="+strconv.Itoa(streams))
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	base := "http://127.0.0.1:" + port
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := client.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("astro not ready: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling a readiness probe, bounded by the deadline
-	}
-	rss := func() float64 {
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				var kb float64
-				fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
-				return kb
-			}
-		}
-		b.Fatal("no VmRSS")
-		return 0
-	}
+	p := startProgram(b, workers, "ASTRO_STREAMS_MAX="+strconv.Itoa(streams))
+	base, client, logs := p.base, p.client, p.logs
+	rss := func() float64 { return p.memoryKB(b, "VmRSS") }
 	send := func(user int) (uint64, time.Duration) {
 		body := fmt.Sprintf(`{"recipientId":"user-%d","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"Task","message":"A task"}`, user)
 		req, _ := http.NewRequest("POST", base+sendPath, strings.NewReader(body))
