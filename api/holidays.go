@@ -161,9 +161,15 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
+	// A resource is named as its upsert names it, so "res-000" here is
+	// the resource PUT at /api/data/resources/res-000.
+	resources := make([]string, len(req.Resources))
+	for i, r := range req.Resources {
+		resources[i] = upstreamID(r)
+	}
 	id, h, res, err := s.cfg.Holidays.Create.Handle(r.Context(), holidays.Create{
 		Caller: c, Reason: req.Reason, Type: req.Type, DateFrom: req.DateFrom, DateTo: req.DateTo,
-		CountryIDs: req.CountryID, ResourceIDs: req.Resources,
+		CountryIDs: req.CountryID, ResourceIDs: resources,
 	})
 	if err != nil {
 		return err
@@ -234,7 +240,9 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	cmd := holidays.UpsertResource{Caller: c, ResourceID: p.ByName("id"), Name: req.Name, CountryCode: req.CountryCode, IsActive: req.IsActive, IsGuest: req.IsGuest}
+	// The path's id as upstream services name their resources: a UUID, or
+	// a name that stands for its name-based UUID (upstreamID).
+	cmd := holidays.UpsertResource{Caller: c, ResourceID: upstreamID(p.ByName("id")), Name: req.Name, CountryCode: req.CountryCode, IsActive: req.IsActive, IsGuest: req.IsGuest}
 	u, res, err := s.cfg.Holidays.UpsertResource.Handle(r.Context(), cmd)
 	if err != nil {
 		return err

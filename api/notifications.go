@@ -155,10 +155,12 @@ func (s *Server) counts(w http.ResponseWriter, r *http.Request, c commands.Calle
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
 	q := r.URL.Query()
 	f := query.NotificationFilter{LastID: q.Get("lastId"), SenderID: q.Get("senderId")}
-	if events.ValidUUID(f.SenderID) {
-		// Stored lower-cased, as sent ids are. Other text is still taken:
-		// notifications sent before senders were UUIDs name them so.
-		f.SenderID = strings.ToLower(f.SenderID)
+	if id, ok := events.UUIDFor(f.SenderID); ok {
+		// As a send names its sender: a UUID lower-cased, another id by
+		// its name-based UUID, so ?senderId=bob finds what "bob" sent.
+		// Other text is still taken as it is (it finds nothing a send
+		// could have stored since senders became UUIDs).
+		f.SenderID = id
 	}
 	v := commands.Validation{}
 	if f.LastID != "" && !events.ValidUUID(f.LastID) {

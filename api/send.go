@@ -9,6 +9,7 @@ import (
 	"astro/commands"
 	"astro/commands/notifications"
 	"astro/commands/storable"
+	"astro/events"
 )
 
 // SendRequest is the body of a notification send on every transport: POST
@@ -36,12 +37,103 @@ func DecodeSend(body []byte) (SendRequest, error) {
 	return req, err
 }
 
-// Command is the send the caller c asks for.
+// Command is the send the caller c asks for, its ids as the public
+// document types them: the sender and data's uuid fields named by their
+// UUID (see upstreamID, nameData). The command refuses what is left that
+// is no UUID.
 func (r SendRequest) Command(c commands.Caller) notifications.Send {
 	return notifications.Send{
-		Caller: c, RecipientID: r.RecipientID, SenderID: r.SenderID, NotificationType: r.NotificationType,
-		Subject: r.Subject, Message: r.Message, Data: r.Data,
+		Caller: c, RecipientID: r.RecipientID, SenderID: upstreamID(r.SenderID), NotificationType: r.NotificationType,
+		Subject: r.Subject, Message: r.Message, Data: nameData(r.Data),
 	}
+}
+
+// nameData returns data (a send's, already held to the body rules) with
+// the uuid fields of NotificationDataDto as UUIDs: a UUID lower-cased, any
+// other string and any integer named by their UUID (42 by that of "42", so
+// an id the caller has as a number or as text is the same id). What it
+// cannot name (another type, an unacceptable string) is left for the
+// command to refuse, and so is any data that is no object. Data that
+// needs no change is returned as it came; otherwise the other members'
+// values are kept byte for byte, in their order, and only the keys are
+// written anew (as the same strings) and the spaces between members go.
+func nameData(data json.RawMessage) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return data
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	changed := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return data
+		}
+		name, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return data
+		}
+		if notifications.DataFieldIsUUID(name) {
+			if named, ok := nameDataID(value); ok && !bytes.Equal(named, value) {
+				value, changed = named, true
+			}
+		}
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		key, _ := json.Marshal(name) // a string always encodes
+		out.Write(key)
+		out.WriteByte(':')
+		out.Write(value)
+	}
+	if !changed {
+		return data
+	}
+	out.WriteByte('}')
+	return out.Bytes()
+}
+
+// nameDataID is the UUID a uuid field of data stands for, as a JSON
+// string; ok is false for what it cannot name. null stays null.
+func nameDataID(value json.RawMessage) (json.RawMessage, bool) {
+	var name string
+	switch {
+	case string(value) == "null":
+		return value, true
+	case value[0] == '"':
+		if json.Unmarshal(value, &name) != nil {
+			return nil, false
+		}
+	case isJSONInteger(value):
+		name = string(value)
+	default:
+		return nil, false
+	}
+	id, ok := events.UUIDFor(name)
+	if !ok {
+		return nil, false
+	}
+	return json.RawMessage(`"` + id + `"`), true
+}
+
+// isJSONInteger reports whether a JSON number is written as an integer:
+// digits, perhaps a minus, no fraction and no exponent. 7.0 and 7e0 are
+// not: their text is no id anyone has.
+func isJSONInteger(n []byte) bool {
+	if len(n) > 0 && n[0] == '-' {
+		n = n[1:]
+	}
+	if len(n) == 0 {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeObject decodes body, a JSON object, into dst; its errors are the

@@ -194,7 +194,16 @@ func NewHolidays(ctx context.Context, db *sqlx.DB, config ...HolidaysConfig) (*H
 			columns: `x.id, to_char(x.day, 'YYYY-MM-DD'), x.resource_id`,
 			order:   `x.day ASC, x.id ASC, x.resource_id ASC`,
 			schema: with(odata.Schema{
-				"resourceId": {Column: "x.resource_id", Kind: odata.String},
+				// A resource its upstream service names otherwise
+				// ('res-000') is stored as that name's UUID; one stored
+				// before resource ids were UUIDs, as the name itself.
+				// 'res-000' finds either, as does its UUID in any case.
+				"resourceId": {Column: "x.resource_id", Kind: odata.String, Literal: func(id string) string {
+					if u, ok := events.UUIDFor(id); ok {
+						return u
+					}
+					return id
+				}},
 			}),
 		},
 	}, nil

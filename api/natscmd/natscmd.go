@@ -11,6 +11,9 @@
 //	{"recipientId":"u1","senderId":"<the sending user's UUID>","notificationType":"task",
 //	 "subject":"...","message":"...","data":{...}}
 //
+// A senderId (or a data taskId, projectId, assigneeId) that is no UUID is
+// named by its name-based UUID, as over HTTP: the same decoder does it.
+//
 // A "workspaceId" field is optional; when present it must be the token's
 // workspace (403 otherwise). Optional headers: x-integration-name,
 // Idempotency-Key. The reply is the same envelope the HTTP API answers

@@ -318,6 +318,9 @@ func FuzzRequestBody(f *testing.F) {
 		{0, "text/plain", `{}`},
 		{0, "", `{"recipientId":"alice","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t"}`},
 		{0, "application/json; charset=", `[]`},
+		// The shared load generator's send: its ids named by their UUIDs.
+		{0, jsonCT, `{"recipientId":"alice","senderId":"bob","notificationType":"task.assigned","subject":"New task","message":"Bob assigned you task 7","data":{"taskId":7}}`},
+		{0, jsonCT, `{"recipientId":"alice","senderId":" bob","notificationType":"t","data":{"taskId":4.2,"projectId":"p-1","assigneeId":-1}}`},
 		{1, jsonCT, `{"reason":"New Year","type":"global","dateFrom":"2028-01-01","dateTo":"2028-01-01"}`},
 		{1, jsonCT, `{"reason":"Boxing","type":"country","dateFrom":"2028-12-26","dateTo":"2028-12-26","countryId":"GB"}`},
 		{1, jsonCT, `{"reason":"Off","type":"people","dateFrom":"2028-03-01","dateTo":"2028-03-03","resources":[{"id":"` + idOf("r-de") + `"},"` + idOf("r-gb") + `"]}`},
@@ -330,6 +333,7 @@ func FuzzRequestBody(f *testing.F) {
 		{1, jsonCT, `{"reason":"Nul","type":"country","dateFrom":"2028-01-01","dateTo":"2028-01-01","countryId":["\u0000"]}`},
 		{1, jsonCT, `{"reason":"Nul","type":"people","dateFrom":"2028-01-01","dateTo":"2028-01-01","resources":["\u0000"]}`},
 		{1, jsonCT, `{"reason":"x","type":"people","dateFrom":"2028-01-01","dateTo":"2028-01-01","resources":[{"id":1}]}`},
+		{1, jsonCT, `{"reason":"Named","type":"people","dateFrom":"2028-01-01","dateTo":"2028-01-01","resources":["res-000",{"id":"RES-000"}]}`},
 		{1, jsonCT, `{"reason":null,"type":"global"}`},
 		{1, jsonCT, `{"type":{}}`},
 		{2, jsonCT, `{"reason":"Renamed"}`},
@@ -462,6 +466,7 @@ func FuzzPathID(f *testing.F) {
 		"{" + unknown + "}", unknown + "/", unknown + "//", "urn:uuid:" + unknown,
 		"00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
 		"0193a6a2-7c5e-7000-8000-00000000000g", "0193a6a2+7c5e+7000+8000+000000000000",
+		"res-000", " res-000", "RES-000", strings.Repeat("r", 201),
 	}
 	// Every id once, in turn at every position, escaped and raw, as alice
 	// and as mallory; and alice's and mallory's own ids at every position.
@@ -559,6 +564,8 @@ func FuzzQuery(f *testing.F) {
 		{pNotif, "asFlatList=1&asFlatList=0", qLast, "{N2}"},
 		{pNotif, "", qLast, "{N1}"}, {pNotif, "", qLast, "not-a-uuid"}, {pNotif, "lastId={H1U}", qLast, ""},
 		{pNotif, "", qSender, "carol"}, {pNotif, "", qSender, "\x00"}, {pNotif, "", qSender, "' OR 1=1 --"},
+		{pNotif, "", qSender, "bob"}, {pNotif, "", qSender, " bob"}, {pNotif, "", qSender, "{" + idOf("bob") + "}"},
+		{pResource, "", qFilter, "resourceId eq 'res-000' or resourceId ne 'r-gb' or resourceId gt 'r'"},
 		{pNotif, "notificationTypes=a,b&notificationTypes=c", qTypes, "task.assigned"},
 		{pNotif, "", qTypes, strings.Repeat(",", 1000)}, {pNotif, "", qTypes, "\x00,\xff"},
 		{pNotif, "%zz&;&&=", qSender, ""},

@@ -224,8 +224,11 @@ func TestHolidayErrors(t *testing.T) {
 		{"create people without resources", "POST", "/api/data/holidays", valid(map[string]any{"type": "people", "countryId": nil}), nil, 400, "resources"},
 		{"create global with resources", "POST", "/api/data/holidays", valid(map[string]any{"type": "global", "countryId": nil, "resources": []string{"a"}}), nil, 400, "resources"},
 		{"create too long a span", "POST", "/api/data/holidays", valid(map[string]any{"dateTo": "2029-01-01"}), nil, 400, "dateTo"},
-		// The public document's ResourceHolidayDto.resourceId is a uuid.
-		{"create people with a resource not a uuid", "POST", "/api/data/holidays", valid(map[string]any{"type": "people", "countryId": nil, "resources": []string{"r-gb-1"}}), nil, 400, "resources"},
+		// The public document's ResourceHolidayDto.resourceId is a uuid: a
+		// resource named otherwise stands for its name-based UUID
+		// (TestSendNamesUpstreamIDsEndToEnd), unless it cannot be named.
+		{"create people with a resource that cannot be named", "POST", "/api/data/holidays", valid(map[string]any{"type": "people", "countryId": nil, "resources": []string{"r-gb\x01"}}), nil, 400, "resources"},
+		{"create people with a resource a uuid in braces", "POST", "/api/data/holidays", valid(map[string]any{"type": "people", "countryId": nil, "resources": []string{"{" + idOf("r-gb-1") + "}"}}), nil, 400, "resources"},
 		{"resource without privilege", "PUT", "/api/data/resources/r1", map[string]any{"name": "x"}, nil, 403, ""},
 		{"rename null body", "PUT", "/api/data/holidays/" + h.ID, `null`, nil, 400, ""},
 		{"create list body", "POST", "/api/data/holidays", `[]`, nil, 400, ""},
@@ -243,8 +246,8 @@ func TestHolidayErrors(t *testing.T) {
 		t.Fatalf("failed renames changed the holiday: %+v", got)
 	}
 	writer := token(t, "hr-sync", "w1", "resources:write")
-	if env := s.call("PUT", "/api/data/resources/r1", writer, map[string]any{"name": "x", "countryCode": "GB", "isActive": true}).want(t, 400); len(env.Error.ValidationErrors["id"]) == 0 {
-		t.Fatalf("resource id not a uuid: no validationErrors.id: %s", env.raw)
+	if env := s.call("PUT", "/api/data/resources/%7B"+idOf("r1")+"%7D", writer, map[string]any{"name": "x", "countryCode": "GB", "isActive": true}).want(t, 400); len(env.Error.ValidationErrors["id"]) == 0 {
+		t.Fatalf("resource id a uuid in braces: no validationErrors.id: %s", env.raw)
 	}
 }
 

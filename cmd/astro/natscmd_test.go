@@ -54,10 +54,12 @@ func TestSendOverNATS(t *testing.T) {
 		`[]`:       "",
 		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","subject":"a\u0000b"}`: "subject",
 		`{"workspaceId":"w1","recipientId":"a.b","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t"}`:     "recipientId",
-		// NotificationDataDto, as over HTTP: the one rule is the command's.
-		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"taskId":42}}`:        "data.taskId",
-		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"assigneeId":"bob"}}`: "data.assigneeId",
-		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"marker":"m"}}`:       "data.marker",
+		// NotificationDataDto, as over HTTP: the one rule is the command's,
+		// after the one decoder named what it could.
+		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"taskId":4.2}}`:        "data.taskId",
+		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"assigneeId":" bob"}}`: "data.assigneeId",
+		`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","data":{"marker":"m"}}`:        "data.marker",
+		`{"recipientId":"alice","senderId":"bob ","notificationType":"t"}`:                                                              "senderId",
 	} {
 		env := request(svc, body)
 		if env.Success || !env.HasError || env.StatusCode != "BadRequest" || env.Error == nil {
@@ -66,6 +68,15 @@ func TestSendOverNATS(t *testing.T) {
 		if field != "" && len(env.Error.ValidationErrors[field]) == 0 {
 			t.Fatalf("%s: no validationErrors.%s", body, field)
 		}
+	}
+	// The shared load generator's body: its ids named as over HTTP.
+	env = request(svc, `{"recipientId":"alice","senderId":"bob","notificationType":"task.assigned","subject":"New task","message":"Bob assigned you task 7","data":{"taskId":7}}`)
+	if env.StatusCode != "OK" {
+		t.Fatalf("the load generator's send over NATS: %+v", env)
+	}
+	env.decode(t, &n)
+	if n.SenderID != uuidOfBob || n.Data["taskId"] != uuidOf7 {
+		t.Fatalf("the load generator's send over NATS answered %+v, want sender %s, taskId %s", n, uuidOfBob, uuidOf7)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,13 +176,25 @@ func TestNotificationErrors(t *testing.T) {
 		{"list unknown lastId", "GET", "/api/data/notifications?lastId=" + unknown, alice, nil, nil, 400, "lastId"},
 		{"list bad flat", "GET", "/api/data/notifications?asFlatList=maybe", alice, nil, nil, 400, "asFlatList"},
 		{"list NUL sender", "GET", "/api/data/notifications?senderId=%00", alice, nil, nil, 400, "senderId"},
-		{"send sender not a uuid", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "bob", "notificationType": "t"}, nil, 400, "senderId"},
+		// A sender that is no UUID is named by its name-based UUID
+		// (TestSendNamesUpstreamIDsEndToEnd); these cannot be.
+		{"send sender with spaces around", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": " bob", "notificationType": "t"}, nil, 400, "senderId"},
+		{"send sender a uuid in braces", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "{0000b0b0-0000-4000-8000-000000000001}", "notificationType": "t"}, nil, 400, "senderId"},
+		{"send sender too long", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": strings.Repeat("b", 201), "notificationType": "t"}, nil, 400, "senderId"},
+		{"send sender a control character", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "b\tb", "notificationType": "t"}, nil, 400, "senderId"},
+		{"send sender empty", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "", "notificationType": "t"}, nil, 400, "senderId"},
+		{"send sender a number", "POST", sendPath, svc, `{"recipientId":"a","senderId":7,"notificationType":"t"}`, nil, 400, "senderId"},
 		{"list NUL type", "GET", "/api/data/notifications?notificationTypes=a%00", alice, nil, nil, 400, "notificationTypes"},
 		{"send trailing brace", "POST", sendPath, svc, `{}}`, nil, 400, ""},
 		{"send NUL subject", "POST", sendPath, svc, map[string]any{"recipientId": "a", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "t", "subject": "a\x00b"}, nil, 400, "subject"},
 		{"send NUL in data", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":"\u0000"}}`, nil, 400, "data"},
-		{"send data taskId a number", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskId":42}}`, nil, 400, "data.taskId"},
-		{"send data projectId not a uuid", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"projectId":"p-1"}}`, nil, 400, "data.projectId"},
+		// data's ids that are no UUID are named too (an integer, a string);
+		// these cannot be.
+		{"send data taskId a fraction", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskId":4.2}}`, nil, 400, "data.taskId"},
+		{"send data taskId a boolean", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskId":true}}`, nil, 400, "data.taskId"},
+		{"send data projectId an object", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"projectId":{"id":"p-1"}}}`, nil, 400, "data.projectId"},
+		{"send data assigneeId with a space around", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"assigneeId":"p-1 "}}`, nil, 400, "data.assigneeId"},
+		{"send data taskName a number", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"taskName":7}}`, nil, 400, "data.taskName"},
 		{"send data unknown field", "POST", sendPath, svc, `{"recipientId":"a","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"t","data":{"marker":"m"}}`, nil, 400, "data.marker"},
 		{"markread ok with unknown query and header", "POST", "/api/data/notifications/" + n.ID + "/markread?foo=bar", alice, nil, []string{"X-Unknown", "1"}, 200, ""},
 		{"trailing slash tolerated", "GET", "/api/data/notifications/unreadcount/", alice, nil, nil, 200, ""},

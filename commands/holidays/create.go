@@ -112,7 +112,8 @@ func (cmd Create) validate(validCountry func(string) bool) (events.HolidayCreate
 	for _, r := range cmd.ResourceIDs {
 		r = strings.ToLower(strings.TrimSpace(r))
 		if !events.ValidUUID(r) {
-			v.Add("resources", fmt.Sprintf("%q is not a resource id: a UUID.", r))
+			// What the api could not name (events.UUIDFor).
+			v.Add("resources", fmt.Sprintf("%q is not a resource id: a UUID, or another id (named by its name-based UUID) of %s.", r, events.NameRule))
 		} else if !slices.Contains(out.ResourceIDs, r) {
 			out.ResourceIDs = append(out.ResourceIDs, r)
 		}

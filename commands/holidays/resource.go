@@ -37,9 +37,10 @@ func (h UpsertResourceHandler) Handle(ctx context.Context, cmd UpsertResource) (
 	}
 	v := commands.Validation{}
 	// The public document's ResourceHolidayDto.resourceId is a uuid, and
-	// a strict client refuses anything else.
+	// a strict client refuses anything else. The api named every other id
+	// it could (events.UUIDFor); the message says what it takes.
 	if !events.ValidUUID(cmd.ResourceID) {
-		v.Add("id", "The id must be the resource's UUID, such as 123e4567-e89b-12d3-a456-426614174000.")
+		v.Add("id", "The id must be the resource's UUID, such as 123e4567-e89b-12d3-a456-426614174000, or another id, stored as its name-based UUID: "+events.NameRule+".")
 	}
 	cmd.ResourceID = strings.ToLower(cmd.ResourceID)
 	name := strings.TrimSpace(cmd.Name)

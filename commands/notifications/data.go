@@ -23,8 +23,20 @@ func dataField(name string) (isUUID, known bool) {
 	return false, false
 }
 
+// DataFieldIsUUID reports whether name is a field of NotificationDataDto
+// that holds a uuid, for the api, which names what an upstream service
+// gives there otherwise before the send reaches checkData.
+func DataFieldIsUUID(name string) bool {
+	isUUID, _ := dataField(name)
+	return isUUID
+}
+
 // dataFieldNames lists them for a client's message, in order.
 const dataFieldNames = "assigneeId, fileName, projectId, projectName, projectShortId, senderFirstName, shareId, taskId, taskName, taskShortId, view"
+
+// msgDataUUID is the refusal of a uuid field: it says what the API takes
+// there, since the caller speaks to the API.
+const msgDataUUID = "Expected a UUID such as 123e4567-e89b-12d3-a456-426614174000, null, or another id, stored as its name-based UUID: an integer or a string of " + events.NameRule + "."
 
 // checkData adds to v, under "data.<field>", what of d (a JSON object the
 // caller checked for syntax and storability) NotificationDataDto does not
@@ -46,12 +58,14 @@ func checkData(d []byte, v commands.Validation) {
 			continue
 		}
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		err := json.Unmarshal(raw, &s)
+		switch {
+		case isUUID && (err != nil || !events.ValidUUID(s)):
+			// The api named every other id it could (see
+			// events.UUIDFor); the message says what it takes.
+			v.Add(key, msgDataUUID)
+		case err != nil:
 			v.Add(key, "Expected a string or null.")
-			continue
-		}
-		if isUUID && !events.ValidUUID(s) {
-			v.Add(key, "Expected a UUID such as 123e4567-e89b-12d3-a456-426614174000, or null.")
 		}
 	}
 }

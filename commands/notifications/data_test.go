@@ -11,7 +11,9 @@ import (
 
 // The public document's NotificationDataDto is what data may hold: a send
 // with anything else is refused under the field, so nothing is stored that
-// a generated client cannot decode.
+// a generated client cannot decode. The api names an upstream service's
+// other ids (42, "42") by their UUID before the command sees them
+// (api.TestSendNamesUpstreamIDs); what reaches the command must be a UUID.
 func TestSendDataFollowsNotificationDataDto(t *testing.T) {
 	const id = "123e4567-e89b-12d3-a456-426614174000"
 	for _, tc := range []struct {
@@ -62,7 +64,10 @@ func TestSendDataFollowsNotificationDataDto(t *testing.T) {
 
 // TestSendSenderIsAUUID: the public document's NotificationDto.senderId is
 // a uuid; a send naming its sender otherwise was served to clients that
-// could not read it. Upper case is stored lower-cased, as ids are.
+// could not read it. Upper case is stored lower-cased, as ids are. The api
+// names a sender such as "bob" by its UUID first
+// (api.TestSendNamesUpstreamIDs), so "bob" reaches here only if the api
+// did not: refused, never stored.
 func TestSendSenderIsAUUID(t *testing.T) {
 	for _, tc := range []struct {
 		sender, stored string

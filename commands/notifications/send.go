@@ -84,9 +84,11 @@ func (cmd *Send) validate() error {
 		v.Add("recipientId", "The recipient id is required: 1 to 64 letters, digits, '-' or '_'.")
 	}
 	// The public document's NotificationDto.senderId is a uuid (the
-	// sending user's id), and a strict client refuses anything else.
+	// sending user's id), and a strict client refuses anything else. The
+	// api named every other id it could (events.UUIDFor); the message says
+	// what it takes.
 	if !events.ValidUUID(cmd.SenderID) {
-		v.Add("senderId", "The sender id is required: the sending user's UUID, such as 123e4567-e89b-12d3-a456-426614174000.")
+		v.Add("senderId", "The sender id is required: the sending user's UUID, such as 123e4567-e89b-12d3-a456-426614174000, or another id, stored as its name-based UUID: "+events.NameRule+".")
 	}
 	cmd.SenderID = strings.ToLower(cmd.SenderID)
 	text := func(field, value string, limit int, required bool) {

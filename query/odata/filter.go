@@ -365,6 +365,13 @@ func (p *parser) bind(f operand, op cmpOp, lit token) (*node, error) {
 			return nil, p.fail(lit, name+" is text: put the value in single quotes, e.g. 'abc'")
 		}
 		v = lit.text
+		if f.field.Literal != nil && (op == opEq || op == opNe) {
+			// Only equality: its other value orders nowhere near where
+			// its text does.
+			if alt := f.field.Literal(lit.text); alt != lit.text {
+				return p.either(n, op, lit.text, alt), nil
+			}
+		}
 	case Date:
 		if !looksLikeDate(lit.text) || !validDate(lit.text) {
 			return nil, p.fail(lit, name+" is a date: use the form 2027-01-31, found "+describe(lit))
@@ -403,6 +410,21 @@ func (p *parser) bind(f operand, op cmpOp, lit token) (*node, error) {
 	p.args = append(p.args, v)
 	n.ph = "$" + strconv.Itoa(p.offset+len(p.args))
 	return n, nil
+}
+
+// either is n (eq or ne) against a literal that stands for two values:
+// "equals either" for eq, and its negation, "equals neither", for ne,
+// which render pushes down to (c <> a OR c IS NULL) AND (c <> b OR ...).
+func (p *parser) either(n *node, op cmpOp, a, b string) *node {
+	eq := func(v string) *node {
+		p.args = append(p.args, v)
+		return &node{kind: nCmp, col: n.col, op: opEq, ph: "$" + strconv.Itoa(p.offset+len(p.args))}
+	}
+	or := &node{kind: nOr, kids: []*node{eq(a), eq(b)}}
+	if op == opNe {
+		return &node{kind: nNot, kids: []*node{or}}
+	}
+	return or
 }
 
 // looksLikeDate insists on exactly YYYY-MM-DD, which time.Parse alone does

@@ -53,6 +53,14 @@ type Field struct {
 	// says what the literal must be when it is none.
 	Alias     func(string) (int64, bool)
 	AliasHint string
+	// Literal, for a String field, is another value a quoted literal
+	// compared with eq or ne stands for: eq holds for either value, ne for
+	// neither. It is how a field whose values clients name two ways is
+	// compared by either name (a resource's id, stored as the UUID of the
+	// name an upstream service gave it, or as that name itself when it
+	// was stored before names were UUIDs). Returning the literal itself
+	// means no other value.
+	Literal func(string) string
 }
 
 // Schema is keyed by the public JSON field name; lookups are case-insensitive.

@@ -16,6 +16,12 @@ var testSchema = Schema{
 	"id":        {Column: "h.id", Kind: UUID},
 	"count":     {Column: "h.n", Kind: Int},
 	"public":    {Column: "h.public", Kind: Bool},
+	"ref": {Column: "h.ref", Kind: String, Literal: func(s string) string {
+		if s == "same" {
+			return s // no other value
+		}
+		return "named " + s
+	}},
 }
 
 var testOptions = Options{DefaultTop: 50, MaxTop: 200}
@@ -73,6 +79,20 @@ var parseCases = []struct {
 		in:    input{filter: "date le '2028-02-29' and name eq 'O''Brien' and public eq TRUE and id eq '123E4567-e89b-12d3-a456-426614174000'"},
 		where: "d.day <= $1 AND h.name = $2 AND h.public = $3 AND h.id = $4",
 		args:  []any{"2028-02-29", "O'Brien", true, "123e4567-e89b-12d3-a456-426614174000"}, top: 50},
+	{name: "a literal that stands for two values: eq either",
+		in:    input{filter: "ref eq 'bob' and 'bob' eq ref"},
+		where: "(h.ref = $1 OR h.ref = $2) AND (h.ref = $3 OR h.ref = $4)",
+		args:  []any{"bob", "named bob", "bob", "named bob"}, top: 50},
+	{name: "a literal that stands for two values: ne neither, not eq neither",
+		in:    input{filter: "ref ne 'bob' or not (ref eq 'x')"},
+		where: "(h.ref <> $1 OR h.ref IS NULL) AND (h.ref <> $2 OR h.ref IS NULL) OR (h.ref <> $3 OR h.ref IS NULL) AND (h.ref <> $4 OR h.ref IS NULL)",
+		args:  []any{"bob", "named bob", "x", "named x"}, top: 50},
+	{name: "a literal that stands for two values, in equality only",
+		in:    input{filter: "ref gt 'a' or ref eq null or ref eq 'same'"},
+		where: "h.ref > $1 OR h.ref IS NULL OR h.ref = $2", args: []any{"a", "same"}, top: 50},
+	{name: "a literal that stands for two values, numbered after the others",
+		in: input{filter: "name eq 'a' and ref eq 'b' and count eq 1"}, opt: Options{ArgOffset: 1},
+		where: "h.name = $2 AND (h.ref = $3 OR h.ref = $4) AND h.n = $5", args: []any{"a", "b", "named b", int64(1)}, top: 100},
 	{name: "whitespace tolerant",
 		in:    input{filter: "\t(date  ge\t2027-01-01)\r\nand(name eq'x')"},
 		where: "d.day >= $1 AND h.name = $2", args: []any{"2027-01-01", "x"}, top: 50},

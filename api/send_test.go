@@ -1,0 +1,95 @@
+package api
+
+import (
+	"strings"
+	"testing"
+
+	"astro/commands"
+)
+
+// TestSendNamesUpstreamIDs: where the public document types an id as
+// uuid, a send's other ids are named by their name-based UUID before the
+// command sees them ("bob", data.taskId 7: the shared load generator's
+// body); what cannot be named reaches the command as it came, for it to
+// refuse with its field. The UUIDs are those of events.NameUUID's pinned
+// values.
+func TestSendNamesUpstreamIDs(t *testing.T) {
+	const (
+		id       = "123e4567-e89b-12d3-a456-426614174000"
+		bob      = "03f5eda1-f39a-50ac-aeb5-1834e4a7bf6c" // NameUUID("bob")
+		seven    = "a835367d-666a-51a5-9822-32a35a68e7c1" // NameUUID("7")
+		fortyTwo = "cec6663a-faab-5b8a-a9b8-cd31004901ee" // NameUUID("42")
+	)
+	t.Run("sender", func(t *testing.T) {
+		for _, tc := range []struct{ sent, command string }{
+			{id, id},
+			{strings.ToUpper(id), id},
+			{"bob", bob},
+			{`b\u006fb`, bob}, // an escape is the same name
+			// Left for the command to refuse (400, senderId).
+			{"", ""},
+			{" bob", " bob"},
+			{"bob ", "bob "},
+			{`b\tb`, "b\tb"},
+			{"{" + id + "}", "{" + id + "}"},
+			{strings.Repeat("x", 201), strings.Repeat("x", 201)},
+		} {
+			req, err := DecodeSend([]byte(`{"recipientId":"alice","senderId":"` + tc.sent + `","notificationType":"t"}`))
+			if err != nil {
+				t.Fatalf("%q: %v", tc.sent, err)
+			}
+			if got := req.Command(commands.Caller{}).SenderID; got != tc.command {
+				t.Errorf("senderId %q reaches the command as %q, want %q", tc.sent, got, tc.command)
+			}
+		}
+	})
+	t.Run("data", func(t *testing.T) {
+		for _, tc := range []struct{ sent, command string }{
+			{`{"taskId":7}`, `{"taskId":"` + seven + `"}`},
+			{`{"taskId":"42","taskName":"Task 42"}`, `{"taskId":"` + fortyTwo + `","taskName":"Task 42"}`},
+			{`{"taskId":42}`, `{"taskId":"` + fortyTwo + `"}`}, // 42 and "42" are one id
+			{`{"projectId":"` + strings.ToUpper(id) + `"}`, `{"projectId":"` + id + `"}`},
+			{`{"assigneeId":"bob","taskId":null}`, `{"assigneeId":"` + bob + `","taskId":null}`},
+			{`{"assigneeId":-7}`, `{"assigneeId":"80befab3-00b6-5c0e-a945-149806a8e8bb"}`}, // NameUUID("-7")
+			// Order, the other members' bytes and escapes in them are kept;
+			// only the spaces between members go.
+			{`{ "taskName" : "a\u00e9 b" , "task\u0049d" : 7 }`, `{"taskName":"a\u00e9 b","taskId":"` + seven + `"}`},
+			// Nothing to name: the data as it came, spaces and all.
+			{`{ "taskId" : "` + id + `" }`, `{ "taskId" : "` + id + `" }`},
+			{`{"taskId":null}`, `{"taskId":null}`},
+			{`{}`, `{}`},
+			{`null`, `null`},
+			{`[7]`, `[7]`},
+			// Left for the command to refuse (400, data.<field>).
+			{`{"taskId":7.0}`, `{"taskId":7.0}`},
+			{`{"taskId":7e0}`, `{"taskId":7e0}`},
+			{`{"taskId":true}`, `{"taskId":true}`},
+			{`{"taskId":{"id":7}}`, `{"taskId":{"id":7}}`},
+			{`{"taskId":["7"]}`, `{"taskId":["7"]}`},
+			{`{"taskId":""}`, `{"taskId":""}`},
+			{`{"taskId":" 7"}`, `{"taskId":" 7"}`},
+			{`{"taskId":"{` + id + `}"}`, `{"taskId":"{` + id + `}"}`},
+			{`{"taskName":7}`, `{"taskName":7}`}, // a string field is no id
+			{`{"marker":7}`, `{"marker":7}`},     // nor is an unknown one
+		} {
+			req, err := DecodeSend([]byte(`{"recipientId":"alice","senderId":"bob","notificationType":"t","data":` + tc.sent + `}`))
+			if err != nil {
+				t.Fatalf("%s: %v", tc.sent, err)
+			}
+			if got := string(req.Command(commands.Caller{}).Data); got != tc.command {
+				t.Errorf("data %s reaches the command as %s, want %s", tc.sent, got, tc.command)
+			}
+		}
+	})
+}
+
+func TestIsJSONInteger(t *testing.T) {
+	for n, want := range map[string]bool{
+		"0": true, "7": true, "-7": true, "12345678901234567890123": true,
+		"": false, "-": false, "7.0": false, "7e0": false, "1E3": false, "-0.5": false, `"7"`: false,
+	} {
+		if got := isJSONInteger([]byte(n)); got != want {
+			t.Errorf("isJSONInteger(%q) = %v, want %v", n, got, want)
+		}
+	}
+}
