@@ -30,16 +30,7 @@ type logFixture struct {
 func newLogFixture(t testing.TB, partBytes int) *logFixture {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := natsserver.Start(t.Context(), natsserver.Config{StoreDir: dir, Listen: "off"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: dir}))
 	l, err := natslog.Open(t.Context(), nc, natslog.Config{})
 	if err != nil {
 		t.Fatal(err)
