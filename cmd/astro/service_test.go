@@ -139,18 +139,11 @@ func startWithConfig(t testing.TB, env map[string]string, adjust func(*Config)) 
 	stop := func() {
 		once.Do(func() {
 			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("astro stopped with %v\n%s", err, stderr.String())
-				}
-			case <-time.After(30 * time.Second):
-				// Not closed: its parts still run on what Close would take
-				// from under them.
-				t.Errorf("astro did not stop in time")
-				return
+			// Not closed when it did not stop: its parts still run on what
+			// Close would take from under them.
+			if stopped(t, done, &stderr) {
+				inst.Close()
 			}
-			inst.Close()
 		})
 	}
 	t.Cleanup(stop)
@@ -207,13 +200,22 @@ func TestServeAnnouncesAddresses(t *testing.T) {
 		}
 	}
 	cancel()
+	stopped(t, done, &stderr)
+}
+
+// stopped waits for a service whose context was cancelled to return from
+// its run, and reports whether it did in time and without an error.
+func stopped(t testing.TB, done <-chan error, stderr *syncBuffer) bool {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Errorf("astro stopped with %v\n%s", err, stderr.String())
 		}
+		return true
 	case <-time.After(30 * time.Second):
 		t.Errorf("astro did not stop in time")
+		return false
 	}
 }
 
