@@ -165,7 +165,7 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 	// the resource PUT at /api/data/resources/res-000.
 	resources := make([]string, len(req.Resources))
 	for i, r := range req.Resources {
-		resources[i] = upstreamID(r)
+		resources[i] = events.UpstreamID(r)
 	}
 	id, h, res, err := s.cfg.Holidays.Create.Handle(r.Context(), holidays.Create{
 		Caller: c, Reason: req.Reason, Type: req.Type, DateFrom: req.DateFrom, DateTo: req.DateTo,
@@ -241,8 +241,8 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 		return err
 	}
 	// The path's id as upstream services name their resources: a UUID, or
-	// a name that stands for its name-based UUID (upstreamID).
-	cmd := holidays.UpsertResource{Caller: c, ResourceID: upstreamID(p.ByName("id")), Name: req.Name, CountryCode: req.CountryCode, IsActive: req.IsActive, IsGuest: req.IsGuest}
+	// a name that stands for its name-based UUID (events.UpstreamID).
+	cmd := holidays.UpsertResource{Caller: c, ResourceID: events.UpstreamID(p.ByName("id")), Name: req.Name, CountryCode: req.CountryCode, IsActive: req.IsActive, IsGuest: req.IsGuest}
 	u, res, err := s.cfg.Holidays.UpsertResource.Handle(r.Context(), cmd)
 	if err != nil {
 		return err

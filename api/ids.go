@@ -12,7 +12,7 @@ import (
 // in lower case and name log subjects and rows as such, and an upper-case
 // copy must reach the same thing everywhere (it used to work on GET and PUT
 // and 404 on /history and ?asOf=). A resource id that is no UUID is a
-// name, case-sensitive, left for upstreamID.
+// name, case-sensitive, left for events.UpstreamID.
 func normalIDs(path string) string {
 	if !strings.HasPrefix(path, "/api/data/holidays/") && !strings.HasPrefix(path, "/api/data/notifications/") && !strings.HasPrefix(path, "/api/data/resources/") {
 		return path
@@ -28,20 +28,6 @@ func normalIDs(path string) string {
 		return path
 	}
 	return strings.Join(segs, "/")
-}
-
-// upstreamID is the UUID of an id an upstream service gives where the
-// public document types it as uuid (a sender, a resource, data's taskId):
-// the id lower-cased when it is a UUID, else its name-based UUID
-// (events.UUIDFor), so that Astro is liberal in what it takes and exact in
-// what it serves. It is applied here, where a request enters, once; the
-// commands still take only UUIDs. An id it cannot name is returned as it
-// came, for the command to refuse with its field.
-func upstreamID(id string) string {
-	if u, ok := events.UUIDFor(id); ok {
-		return u
-	}
-	return id
 }
 
 // headerBytes is about what the request line and headers took on the wire.

@@ -155,13 +155,11 @@ func (s *Server) counts(w http.ResponseWriter, r *http.Request, c commands.Calle
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
 	q := r.URL.Query()
 	f := query.NotificationFilter{LastID: q.Get("lastId"), SenderID: q.Get("senderId")}
-	if id, ok := events.UUIDFor(f.SenderID); ok {
-		// As a send names its sender: a UUID lower-cased, another id by
-		// its name-based UUID, so ?senderId=bob finds what "bob" sent.
-		// Other text is still taken as it is (it finds nothing a send
-		// could have stored since senders became UUIDs).
-		f.SenderID = id
-	}
+	// As a send names its sender: a UUID lower-cased, another id by its
+	// name-based UUID, so ?senderId=bob finds what "bob" sent. Other text
+	// is still taken as it is (it finds nothing a send could have stored
+	// since senders became UUIDs).
+	f.SenderID = events.UpstreamID(f.SenderID)
 	v := commands.Validation{}
 	if f.LastID != "" && !events.ValidUUID(f.LastID) {
 		v.Add("lastId", "lastId must be a UUID.")

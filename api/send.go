@@ -39,11 +39,11 @@ func DecodeSend(body []byte) (SendRequest, error) {
 
 // Command is the send the caller c asks for, its ids as the public
 // document types them: the sender and data's uuid fields named by their
-// UUID (see upstreamID, nameData). The command refuses what is left that
+// UUID (see events.UpstreamID, nameData). The command refuses what is left that
 // is no UUID.
 func (r SendRequest) Command(c commands.Caller) notifications.Send {
 	return notifications.Send{
-		Caller: c, RecipientID: r.RecipientID, SenderID: upstreamID(r.SenderID), NotificationType: r.NotificationType,
+		Caller: c, RecipientID: r.RecipientID, SenderID: events.UpstreamID(r.SenderID), NotificationType: r.NotificationType,
 		Subject: r.Subject, Message: r.Message, Data: nameData(r.Data),
 	}
 }

@@ -156,6 +156,18 @@ func UUIDFor(id string) (uuid string, ok bool) {
 	return NameUUID(id), true
 }
 
+// UpstreamID is the id an upstream service gives where the public
+// document types it as uuid (a sender, a resource, data's taskId), as
+// Astro keeps it: its UUIDFor, or the id as it came when it names none, for
+// the command to refuse with its field or a filter to find nothing by.
+// Requests pass their ids through it once, where they enter.
+func UpstreamID(id string) string {
+	if u, ok := UUIDFor(id); ok {
+		return u
+	}
+	return id
+}
+
 // ValidName reports whether an id that is no UUID may be named by its
 // NameUUID: valid UTF-8 of 1 to MaxNameLen characters, no control
 // characters, no white space at either end, and not a UUID spelt another

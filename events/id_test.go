@@ -86,6 +86,13 @@ func TestUUIDFor(t *testing.T) {
 		if ok != (tc.want != "") || got != tc.want {
 			t.Errorf("UUIDFor(%q) = %q, %v; want %q", tc.id, got, ok, tc.want)
 		}
+		kept := tc.want
+		if kept == "" {
+			kept = tc.id // left as it came, for the command to refuse
+		}
+		if got := UpstreamID(tc.id); got != kept {
+			t.Errorf("UpstreamID(%q) = %q, want %q", tc.id, got, kept)
+		}
 	}
 }
 

@@ -198,12 +198,7 @@ func NewHolidays(ctx context.Context, db *sqlx.DB, config ...HolidaysConfig) (*H
 				// ('res-000') is stored as that name's UUID; one stored
 				// before resource ids were UUIDs, as the name itself.
 				// 'res-000' finds either, as does its UUID in any case.
-				"resourceId": {Column: "x.resource_id", Kind: odata.String, Literal: func(id string) string {
-					if u, ok := events.UUIDFor(id); ok {
-						return u
-					}
-					return id
-				}},
+				"resourceId": {Column: "x.resource_id", Kind: odata.String, Literal: events.UpstreamID},
 			}),
 		},
 	}, nil
