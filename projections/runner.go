@@ -350,7 +350,10 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		go upgrade(ctx)
 	}
 	msgs := make(chan jetstream.Msg, 2*r.cfg.Batch)
+	var silent atomic.Int32 // pulls in a row that met no heartbeat or no consumer
+	stalled := make(chan error, 1)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		silent.Store(0)
 		select {
 		case msgs <- m:
 		case <-ctx.Done():
@@ -361,6 +364,14 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			r.cfg.Logger.Debug("consume", "err", err)
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) && !errors.Is(err, nats.ErrNoResponders) {
+				return
+			}
+			// The client pulls again after each, for ever: a consumer
+			// lost with a node would stall the read model without an error.
+			if silent.Add(1) == maxSilentPulls {
+				stalled <- fmt.Errorf("projector %s: consumer silent for %d pulls in a row (last: %w)", r.p.Name(), maxSilentPulls, err)
+			}
 		}))
 	if err != nil {
 		return fmt.Errorf("projector %s: consume: %w", r.p.Name(), err)
@@ -389,6 +400,12 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 			return nil
 		case err := <-lost:
 			return err
+		case err := <-stalled:
+			return err
+		case <-cc.Closed():
+			// Consume ends by itself when the consumer is deleted (as
+			// another instance resetting it does) or the connection closes.
+			return fmt.Errorf("projector %s: consumer closed", r.p.Name())
 		case req := <-redrives:
 			r.answerRedrive(ctx, req)
 			continue
@@ -406,6 +423,10 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		}
 	}
 }
+
+// maxSilentPulls ends a consumer whose pulls meet neither a heartbeat nor
+// a consumer this many times in a row: about 20 s, past a leader election.
+const maxSilentPulls = 10
 
 // watchLock pings the connection that holds the projector's lock: losing
 // the connection loses the lock, and the channel then says so, so that

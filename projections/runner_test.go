@@ -236,3 +236,26 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
 	}
 }
+
+// TestConsumerDeletedUnderTheRunner deletes the projector's consumer while
+// it runs, as an operator or a node lost with it would: the runner must
+// notice, place a new one at its checkpoint and go on, not wait for ever
+// on a consumer that is gone.
+func TestConsumerDeletedUnderTheRunner(t *testing.T) {
+	f := newFixture(t)
+	db := migrated(t)
+	p := notificationsProjector(t, db)
+	r, stop := start(t, f, db, p, 100)
+	defer stop()
+	caughtUp(t, r, f.history(t, 10))
+
+	ctx := context.Background()
+	stream, err := f.log.JetStream().Stream(ctx, f.log.StreamFor(p.Subjects()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteConsumer(ctx, "projector_notifications"); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp(t, r, f.history(t, 10))
+}

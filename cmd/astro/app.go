@@ -119,7 +119,11 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 	if err != nil {
 		return nil, err
 	}
-	idem, err := idempotency.Open(ctx, evlog.JetStream(), idempotency.Config{Replicas: cfg.StreamReplicas})
+	var idem *idempotency.Store
+	err = whileLogStarts(ctx, log, "idempotency records", func(ctx context.Context) (err error) {
+		idem, err = idempotency.Open(ctx, evlog.JetStream(), idempotency.Config{Replicas: cfg.StreamReplicas})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -267,11 +267,11 @@ func (p *program) memoryKB(b *testing.B, field string) float64 {
 	return 0
 }
 
-func freePort(b *testing.B) string {
-	b.Helper()
+func freePort(t testing.TB) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)

@@ -97,7 +97,10 @@ func openInfra(ctx context.Context, cfg Config, log *slog.Logger) (_ *infra, err
 	}
 	// An empty stream created over a log the read models have seen would
 	// hide its loss: without the stream, Astro does not start.
-	inf.evlog, err = natslog.Open(ctx, inf.nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: inf.metered.Log(), Tracer: inf.tracer, Sync: inf.syncLog})
+	err = whileLogStarts(ctx, log, "event streams", func(ctx context.Context) (err error) {
+		inf.evlog, err = natslog.Open(ctx, inf.nc, natslog.Config{Replicas: cfg.StreamReplicas, MustExist: applied > 0, Logger: log, Metrics: inf.metered.Log(), Tracer: inf.tracer, Sync: inf.syncLog})
+		return err
+	})
 	if errors.Is(err, natslog.ErrStreamMissing) {
 		return nil, fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
 	}
@@ -105,6 +108,36 @@ func openInfra(ctx context.Context, cfg Config, log *slog.Logger) (_ *infra, err
 		return nil, err
 	}
 	return inf, nil
+}
+
+// logStartWait bounds how long a starting service waits for an event log
+// passing through a fault. A cluster that lost a node elects new stream
+// leaders within seconds, and a service (re)started meanwhile should come
+// up after them rather than exit; NATS itself may also still be starting.
+const logStartWait = time.Minute
+
+// whileLogStarts runs open, what the service needs of the log to start,
+// again while it fails with a transient error, for up to logStartWait.
+// An attempt gets 2 s: a log electing leaders answers nothing, and waiting
+// out the client's 5 s for each attempt would double the wait.
+func whileLogStarts(ctx context.Context, log *slog.Logger, what string, open func(context.Context) error) error {
+	deadline := time.Now().Add(logStartWait)
+	wait := 100 * time.Millisecond
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := open(attempt)
+		cancel()
+		if err == nil || !natslog.Transient(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		log.Warn("event log unavailable at start, waiting", "for", what, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // onClose has Close run f, before whatever was added earlier.

@@ -157,8 +157,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 			}
 		}
 	}
-	if _, err := js.Stream(ctx, oldStream); err == nil {
+	switch _, err := js.Stream(ctx, oldStream); {
+	case err == nil:
 		return nil, fmt.Errorf("stream %s: %w", oldStream, ErrOldLayout)
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("stream %s: %w", oldStream, err)
 	}
 	l := &Log{cfg: cfg, nc: nc, js: js}
 	if l.history, err = createStream(ctx, js, jetstream.StreamConfig{
@@ -401,7 +404,7 @@ func (l *Log) append(ctx context.Context, subject string, expected uint64, e eve
 				return seq, nil
 			}
 			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, events.ErrConflict)
-		case !retryable(err):
+		case !Transient(err):
 			return 0, fmt.Errorf("append to %s: %w", subject, err)
 		case errors.Is(err, nats.ErrNoResponders) && l.missing(ctx, subject):
 			// Nothing stores the subject because the stream is gone:
@@ -571,9 +574,11 @@ func isWrongLastSeq(err error) bool {
 		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-// retryable errors leave the outcome unknown or are passing: the append is
-// tried again with the same message ids.
-func retryable(err error) bool {
+// Transient reports an error of a log passing through a fault: no quorum
+// or a leader election (a 503), a timeout, a reconnect. The request's
+// outcome is unknown and trying it again may succeed: Append tries again
+// with the same message ids, and a service starting waits.
+func Transient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// 503: no quorum or a leader election.

@@ -16,8 +16,9 @@ package faults
 //   - kill -9 of the NATS server, restarted after a second on its data;
 //   - a PostgreSQL restart (fast shutdown, start again on the same port);
 //   - a three-node JetStream cluster on loopback with R3 streams, whose
-//     stream leader is killed with kill -9 and stays down; then the
-//     service is killed and restarted on the degraded cluster;
+//     stream leader is killed with kill -9 together with the service and
+//     stays down; the service restarts at once, while the cluster elects
+//     new leaders, and is killed and restarted again once it has;
 //   - compaction running all the time (every 20 events of an inbox, and
 //     every inbox every 5 s) while the service is killed with kill -9 the
 //     moment a compaction begins or appends; that scenario is judged by the
@@ -210,12 +211,19 @@ func scenarios() []scenario {
 				if victim == nil {
 					fx.t.Fatalf("stream leader %q is none of the nodes", leader)
 				}
+				// As a machine lost with both on it: the service restarts
+				// while the streams it needs have no leader.
 				victim.kill()
-				fx.recovered("kill -9 of stream leader "+leader, time.Now())
-				// The service restarts while the cluster is still degraded.
-				fx.at(8 * time.Second)
 				fx.svc.kill()
 				t0 := time.Now()
+				if err := fx.svc.start(); err != nil {
+					fx.t.Fatalf("restart the service: %v", err)
+				}
+				fx.recovered("kill -9 of stream leader "+leader+" and the service", t0)
+				// And restarts on the degraded cluster once it has leaders.
+				fx.at(8 * time.Second)
+				fx.svc.kill()
+				t0 = time.Now()
 				if err := fx.svc.start(); err != nil {
 					fx.t.Fatalf("restart the service: %v", err)
 				}

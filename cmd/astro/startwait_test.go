@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"astro/events/natsserver"
+	"astro/projections/pgtest"
+)
+
+// TestStartWaitsForTheLog starts the service before its NATS server, as a
+// service restarted while a cluster elects new stream leaders meets a log
+// that answers nothing for some seconds: it waits and comes up with the
+// log, rather than exit.
+func TestStartWaitsForTheLog(t *testing.T) {
+	natsAddr := "127.0.0.1:" + freePort(t)
+	w := startWaitingForLog(t, natsAddr)
+	ns, err := natsserver.Start(context.Background(), natsserver.Config{StoreDir: t.TempDir(), Listen: natsAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+
+	waitFor(t, 60*time.Second, func() error {
+		w.running()
+		base := ""
+		for line := range strings.Lines(w.stdout.String()) {
+			if a, ok := strings.CutPrefix(strings.TrimSpace(line), "astro: listening on "); ok {
+				base = a
+			}
+		}
+		if base == "" {
+			return fmt.Errorf("not listening yet")
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %d", resp.StatusCode)
+		}
+		return nil
+	})
+	w.cancel()
+	stopped(t, w.done, &w.stderr)
+}
+
+// TestStopWhileWaitingForTheLog: a service told to stop while it waits
+// for its log stops at once.
+func TestStopWhileWaitingForTheLog(t *testing.T) {
+	w := startWaitingForLog(t, "127.0.0.1:"+freePort(t))
+	w.cancel()
+	select {
+	case <-w.done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("astro still waiting for its log 5s after it was told to stop\n%s", w.stderr.String())
+	}
+}
+
+// waitingService is the service run as main runs it, waiting for a log.
+type waitingService struct {
+	t              *testing.T
+	cancel         context.CancelFunc
+	done           chan error
+	stdout, stderr syncBuffer
+}
+
+// startWaitingForLog runs the service on a NATS URL at natsAddr, where
+// nothing answers yet, and returns once it logged that it waits.
+func startWaitingForLog(t *testing.T, natsAddr string) *waitingService {
+	t.Helper()
+	env := map[string]string{
+		"ASTRO_HTTP_ADDR":    "127.0.0.1:0",
+		"ASTRO_DATA_DIR":     t.TempDir(),
+		"ASTRO_NATS_URL":     "nats://" + natsAddr,
+		"ASTRO_DATABASE_URL": pgtest.URL(t),
+		"ASTRO_JWT_SECRET":   testSecret,
+		"ASTRO_LOG_LEVEL":    "warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w := &waitingService{t: t, cancel: cancel, done: make(chan error, 1)}
+	go func() { w.done <- run(ctx, nil, func(k string) string { return env[k] }, &w.stdout, &w.stderr) }()
+	waitFor(t, 30*time.Second, func() error {
+		w.running()
+		if !strings.Contains(w.stderr.String(), "event log unavailable at start, waiting") {
+			return fmt.Errorf("no wait for the log logged:\n%s", w.stderr.String())
+		}
+		return nil
+	})
+	return w
+}
+
+// running fails the test when the service has returned.
+func (w *waitingService) running() {
+	w.t.Helper()
+	select {
+	case err := <-w.done:
+		w.t.Fatalf("astro exited: %v\n%s", err, w.stderr.String())
+	default:
+	}
+}
