@@ -197,6 +197,21 @@ func (rb *rebuild) lease(ctx context.Context) (*sqlx.Conn, error) {
 }
 
 func (rb *rebuild) run(ctx context.Context) error {
+	var live string
+	if err := rb.db.GetContext(ctx, &live, `SELECT current_schema()`); err != nil {
+		return err
+	}
+	rb.live = pq.QuoteIdentifier(live)
+	// The live projector goes on meanwhile: its checkpoint is read before
+	// the log's end, or a batch applied in between would look like a read
+	// model ahead of its log.
+	var lc checkpoint
+	if !rb.cfg.diverged {
+		var err error
+		if lc, err = readCheckpoint(ctx, rb.db, rb.live+".projector_checkpoints", rb.m.Name()); err != nil {
+			return err
+		}
+	}
 	var err error
 	if rb.stream, err = rb.js.Stream(ctx, rb.cfg.Stream); err != nil {
 		return fmt.Errorf("stream: %w", err)
@@ -206,16 +221,7 @@ func (rb *rebuild) run(ctx context.Context) error {
 		return fmt.Errorf("stream: %w", err)
 	}
 	rb.created = streamCreated(info)
-	var live string
-	if err := rb.db.GetContext(ctx, &live, `SELECT current_schema()`); err != nil {
-		return err
-	}
-	rb.live = pq.QuoteIdentifier(live)
 	if !rb.cfg.diverged {
-		lc, err := readCheckpoint(ctx, rb.db, rb.live+".projector_checkpoints", rb.m.Name())
-		if err != nil {
-			return err
-		}
 		why, err := diverged(ctx, rb.stream, info, lc)
 		if err != nil {
 			return err
