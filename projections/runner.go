@@ -41,6 +41,13 @@ type RunnerConfig struct {
 	// the read model to reach a position ends the wait at once. Default
 	// 10ms; negative: never wait.
 	Linger time.Duration
+	// AckWait is how long the log waits for a delivery's acknowledgement
+	// before it delivers again. A delivery lost in flight (a pull ended by
+	// a reconnect) that is the last one shows no gap to the runner, so
+	// only the redelivery brings it: the read model misses that event for
+	// this long. The runner acknowledges each batch as soon as it commits,
+	// and skips what it has applied. Default 10s.
+	AckWait time.Duration
 	// Parking, when set, takes the events the projector cannot apply, so
 	// they do not stop it; without it such an event is retried forever.
 	Parking Parking
@@ -98,6 +105,9 @@ func NewRunner(js jetstream.JetStream, db *sqlx.DB, p Projector, cfg RunnerConfi
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 10 * time.Millisecond
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -530,7 +540,8 @@ func (r *Runner) fill(ctx context.Context, msgs <-chan jetstream.Msg, batch []je
 // consumer returns the projector's durable consumer, placed right after
 // the checkpoint. The checkpoint in PostgreSQL is the truth: a consumer
 // that has delivered past it (a crash between delivery and commit, or a
-// restored database) is recreated at the checkpoint.
+// restored database) is recreated at the checkpoint, as is one made with
+// another AckWait.
 func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, error) {
 	stream, err := r.js.Stream(ctx, r.cfg.Stream)
 	if err != nil {
@@ -539,7 +550,7 @@ func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, 
 	name := consumerName(r.p.Name())
 	if c, err := stream.Consumer(ctx, name); err == nil {
 		info := c.CachedInfo()
-		if info.Delivered.Stream <= pos && info.NumAckPending == 0 {
+		if info.Delivered.Stream <= pos && info.NumAckPending == 0 && info.Config.AckWait == r.cfg.AckWait {
 			return c, nil
 		}
 		if err := stream.DeleteConsumer(ctx, name); err != nil {
@@ -553,7 +564,7 @@ func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, 
 		Description:    "read model projector " + r.p.Name(),
 		FilterSubjects: r.p.Subjects(),
 		AckPolicy:      jetstream.AckAllPolicy,
-		AckWait:        time.Minute,
+		AckWait:        r.cfg.AckWait,
 		MaxAckPending:  4 * r.cfg.Batch,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
