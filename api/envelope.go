@@ -112,8 +112,12 @@ func ErrorEnvelope(err error, requestID string) (int, Envelope) {
 	}}
 }
 
-// writeError answers err in the envelope and logs its cause.
+// writeError answers err in the envelope and logs its cause, unless log
+// is nil.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	reqID := w.Header().Get("X-Request-Id")
 	switch ctxErr := r.Context().Err(); {
 	case errors.Is(ctxErr, context.Canceled):

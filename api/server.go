@@ -202,7 +202,11 @@ func (s *Server) routes() {
 			if e := (*commands.Error)(nil); errors.As(err, &e) && e.Message != "" {
 				msg = "Not ready: " + e.Message
 			}
-			writeError(w, r, s.log, &commands.Error{Code: commands.EUnavailable, Message: msg, Err: err})
+			// Not ready is an answer, not a failure: probes ask every few
+			// seconds while the service starts or catches up, and an error
+			// line each time would bury the real ones.
+			s.log.Debug("not ready", "err", err)
+			writeError(w, r, nil, &commands.Error{Code: commands.EUnavailable, Message: msg, Err: err})
 			return
 		}
 		writeOK(w, map[string]string{"status": "ready"})
