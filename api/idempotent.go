@@ -54,7 +54,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		return nil
 	}
 
-	c.IdempotencyKey = key
+	c.IdempotencyKey, c.Again = key, claim.Again()
 	rec := &recorder{ResponseWriter: w}
 	// The claim must outlive the write: bound the write well inside it.
 	work, cancelWork := context.WithTimeout(r.Context(), idempotency.MaxWrite)

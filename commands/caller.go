@@ -20,6 +20,10 @@ type Caller struct {
 	// appends a function of the key, so a retried request is dropped by the
 	// log's duplicate window instead of appended twice.
 	IdempotencyKey string
+	// Again: the request ran before under IdempotencyKey and may have
+	// appended (it failed, or its process died). The command then looks
+	// for its events among the aggregate's before it appends them.
+	Again bool
 }
 
 // HasScope reports whether the caller holds privilege s.
@@ -73,7 +77,11 @@ func NewEvents(c Caller, now time.Time, a events.Aggregate, ps ...events.Payload
 // it may run again on newer state after a lost race, so it must not change
 // the aggregate.
 func Run[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggregate, now time.Time, decide func(A) ([]events.Payload, error)) (Result, error) {
-	return s.Execute(ctx, events.Subject(c.WorkspaceID, a), func(agg A) ([]events.Event, error) {
+	execute := s.Execute
+	if c.Again && c.IdempotencyKey != "" {
+		execute = s.ExecuteAgain
+	}
+	return execute(ctx, events.Subject(c.WorkspaceID, a), func(agg A) ([]events.Event, error) {
 		ps, err := decide(agg)
 		if err != nil || len(ps) == 0 {
 			return nil, err

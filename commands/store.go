@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -174,6 +175,22 @@ type Decide[A Aggregate] func(A) ([]events.Event, error)
 
 // Execute loads the aggregate on subject, decides, and appends.
 func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
+	return s.execute(ctx, subject, decide, false)
+}
+
+// ExecuteAgain is Execute for a command that ran before and may have
+// appended (its request is retried under the same Idempotency-Key after a
+// failure or a crash): an event whose id is already among the subject's
+// events is not appended again. The log's duplicate window covers a retry
+// that comes soon; this covers one that comes later, when another write
+// has moved the aggregate on and the command, decided again, would append
+// its event a second time. It reads the subject's history, which only such
+// retries pay.
+func (s *Store[A]) ExecuteAgain(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
+	return s.execute(ctx, subject, decide, true)
+}
+
+func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A], again bool) (Result, error) {
 	l := &s.locks[maphash.String(s.seed, subject)%uint64(len(s.locks))]
 	l.Lock()
 	defer l.Unlock()
@@ -182,9 +199,16 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 	if err != nil {
 		return Result{}, err
 	}
+	var inLog map[string]bool
+	if again {
+		if inLog, err = s.ids(ctx, c); err != nil {
+			return Result{}, err
+		}
+	}
 	var appended []events.Event
 	for attempt := 1; ; attempt++ {
 		evs, err := decide(c.agg)
+		evs = slices.DeleteFunc(evs, func(e events.Event) bool { return inLog[e.ID] })
 		if err != nil || len(evs) == 0 {
 			// A refusal or a no-op appends nothing, so no expected-sequence
 			// check would notice a cache that another instance's append made
@@ -210,6 +234,22 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 			return Result{}, &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: events.ErrConflict}
 		}
 	}
+}
+
+// ids returns the ids of the events on c's subject, with c caught up to
+// the last of them.
+func (s *Store[A]) ids(ctx context.Context, c *cached[A]) (map[string]bool, error) {
+	if _, err := s.current(ctx, c); err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	if _, err := s.log.Read(ctx, c.key, 0, func(e events.Event) error {
+		ids[e.ID] = true
+		return nil
+	}); err != nil {
+		return nil, unavailable(fmt.Errorf("read %s: %w", c.key, err))
+	}
+	return ids, nil
 }
 
 // appendEach appends evs one by one on c, applying each. raced reports that

@@ -16,8 +16,8 @@
 // bounded to 10 s). The bucket is bounded (Config.MaxBytes): when it is
 // full, Begin answers ErrFull and nothing executes under a key until
 // records expire; writes without a key are not affected. The commands layer also derives
-// event ids from the key, so even a takeover that re-executes appends
-// nothing twice.
+// event ids from the key, and a claim says when it takes over (Again), so
+// that a request executed again appends nothing twice.
 package idempotency
 
 import (
@@ -127,7 +127,13 @@ type Claim struct {
 	rev   uint64
 	rec   Record
 	seal  cipher.AEAD
+	again bool
 }
+
+// Again reports whether the request ran before under this key and may
+// have done its write: the claim took over from a failure or a dead
+// claimant.
+func (c *Claim) Again() bool { return c.again }
 
 // derive turns what a request's caller knows of it (RequestHash) into the
 // fingerprint a record keeps and the key its answer is sealed under; one
@@ -221,7 +227,7 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			// taking the record over atomically.
 			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
 			if err == nil {
-				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal}, nil, nil
+				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal, again: true}, nil, nil
 			}
 			if full(err) {
 				return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
@@ -238,7 +244,7 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			// The claimant died: take over, atomically, from that very record.
 			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
 			if err == nil {
-				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal}, nil, nil
+				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal, again: true}, nil, nil
 			}
 			continue // someone else took over first
 		}

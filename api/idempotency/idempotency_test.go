@@ -105,9 +105,12 @@ func TestUnansweredKeepsTheKeyToItsRequest(t *testing.T) {
 	if _, _, err := s.Begin(ctx, "k", "second"); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("another request after an unanswered one: %v, want ErrMismatch", err)
 	}
+	if claim.Again() {
+		t.Fatal("a first claim says its request ran before")
+	}
 	again, replay, err := s.Begin(ctx, "k", "first")
-	if err != nil || replay != nil || again == nil {
-		t.Fatalf("the same request after an unanswered one: claim %v, replay %+v, err %v; want a claim", again, replay, err)
+	if err != nil || replay != nil || again == nil || !again.Again() {
+		t.Fatalf("the same request after an unanswered one: claim %+v, replay %+v, err %v; want a claim that says it runs again", again, replay, err)
 	}
 	if err := again.Finish(ctx, 200, []byte(`{"ok":true}`)); err != nil {
 		t.Fatal(err)
@@ -167,8 +170,8 @@ func TestClaims(t *testing.T) {
 
 	clk.add(16 * time.Second)
 	taker, replay, err := s.Begin(ctx, "k", "req")
-	if err != nil || taker == nil || replay != nil {
-		t.Fatalf("Begin after the claim went stale: claim %v, replay %v, err %v", taker, replay, err)
+	if err != nil || taker == nil || replay != nil || dead.Again() || !taker.Again() {
+		t.Fatalf("Begin after the claim went stale: claim %+v, replay %v, err %v; want a claim that says it runs again", taker, replay, err)
 	}
 	if err := dead.Finish(ctx, 200, []byte("dead")); err == nil {
 		t.Fatal("the abandoned claim recorded its answer over the takeover")

@@ -98,6 +98,7 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 			s.respond(m, replay.Body)
 			return
 		}
+		caller.Again = claim != nil && claim.Again()
 	}
 	if err == nil {
 		var req api.SendRequest

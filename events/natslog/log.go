@@ -38,9 +38,9 @@ type Config struct {
 	// Default 20s: Append's own retries end within RetryFor (5 s), and a
 	// retry that finds its event in place is recognised without the
 	// window too (findOwn); a client's later retry is recognised by its
-	// Idempotency-Key's record, and decisions themselves never repeat an
-	// effect (a delivered id is not delivered again, a deleted
-	// notification is not found). The server keeps every id of the window
+	// Idempotency-Key's record, and when that record says the request ran
+	// before, the command looks for its events in the aggregate's history
+	// before appending (commands.Store.ExecuteAgain). The server keeps every id of the window
 	// in memory, about 160 bytes each, so the window's length is memory
 	// and collector work at full speed: at 6,700 appends a second, a
 	// minute held 64 MB, 20 s holds a third of it.
