@@ -201,14 +201,16 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 	}
 	var inLog map[string]bool
 	if again {
-		if inLog, err = s.ids(ctx, c); err != nil {
+		if inLog, err = s.ids(ctx, c.key); err != nil {
 			return Result{}, err
 		}
 	}
 	var appended []events.Event
 	for attempt := 1; ; attempt++ {
 		evs, err := decide(c.agg)
-		evs = slices.DeleteFunc(evs, func(e events.Event) bool { return inLog[e.ID] })
+		if inLog != nil {
+			evs = slices.DeleteFunc(evs, func(e events.Event) bool { return inLog[e.ID] })
+		}
 		if err != nil || len(evs) == 0 {
 			// A refusal or a no-op appends nothing, so no expected-sequence
 			// check would notice a cache that another instance's append made
@@ -236,18 +238,16 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 	}
 }
 
-// ids returns the ids of the events on c's subject, with c caught up to
-// the last of them.
-func (s *Store[A]) ids(ctx context.Context, c *cached[A]) (map[string]bool, error) {
-	if _, err := s.current(ctx, c); err != nil {
-		return nil, err
-	}
+// ids returns the ids of the events on subject. The cached state need not
+// be caught up here: a decision on stale state loses its expected-sequence
+// check, or, appending nothing, is checked by current, and is decided again.
+func (s *Store[A]) ids(ctx context.Context, subject string) (map[string]bool, error) {
 	ids := map[string]bool{}
-	if _, err := s.log.Read(ctx, c.key, 0, func(e events.Event) error {
+	if _, err := s.log.Read(ctx, subject, 0, func(e events.Event) error {
 		ids[e.ID] = true
 		return nil
 	}); err != nil {
-		return nil, unavailable(fmt.Errorf("read %s: %w", c.key, err))
+		return nil, unavailable(fmt.Errorf("read %s: %w", subject, err))
 	}
 	return ids, nil
 }
