@@ -40,6 +40,9 @@ func main() {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if os.Getenv("GOMAXPROCS") == "" {
+		go newProcs().run(ctx)
+	}
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
