@@ -18,6 +18,9 @@ type Scope struct {
 	Seq       uint64
 	IDs       []string
 	Countries []string // ISO alpha-2 of IDs[i]; '' when none
+	// all is IDs as a global holiday's answer lists them, built once: a
+	// rename's answer shares it instead of building its own each time.
+	all []HolidayResourceDto
 }
 
 // Resources reads the resources read model for the answers of holiday
@@ -54,14 +57,22 @@ func (q *Resources) Scope(ctx context.Context, workspaceID string) (Scope, error
 	if err := q.scope.QueryRowxContext(ctx, workspaceID).Scan(&s.Seq, pq.Array(&s.IDs), pq.Array(&s.Countries)); err != nil {
 		return Scope{}, fmt.Errorf("resources in scope: %w", err)
 	}
+	s.all = make([]HolidayResourceDto, len(s.IDs))
+	for i, id := range s.IDs {
+		s.all[i] = HolidayResourceDto{ID: id}
+	}
 	q.cached.put(workspaceID, s.Seq, s)
 	return s, nil
 }
 
 // Applies lists the resources a holiday applies to, as the read model's
 // holiday query does: a people holiday's own list, every resource for a
-// global one, the resources of its countries for a country one.
+// global one, the resources of its countries for a country one. The list
+// may be shared: the caller must not change it.
 func (s Scope) Applies(typ string, countries, people []string) []HolidayResourceDto {
+	if typ == events.HolidayGlobal && s.all != nil {
+		return s.all
+	}
 	out := []HolidayResourceDto{}
 	switch typ {
 	case events.HolidayPeople:
