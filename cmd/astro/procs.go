@@ -27,8 +27,9 @@ type procs struct {
 	wait func() (n uint64, mean time.Duration) // goroutines that became runnable since the last call, and their mean wait for a P
 	set  func(n int)
 
-	n    int // Ps now
-	calm int // ticks in a row on every P that one core would have carried
+	n      int // Ps now
+	queued int // ticks in a row on one P with goroutines queued for it
+	calm   int // ticks in a row on every P that one core would have carried
 	// need is how many calm ticks it takes to go back to one P. It doubles
 	// each time one P fails right after a switch, so a load on the edge
 	// does not switch back and forth.
@@ -37,20 +38,24 @@ type procs struct {
 }
 
 const (
-	procsTick = 100 * time.Millisecond
+	procsTick = 25 * time.Millisecond
 	// procsQueued: at one P, goroutines that wait this long on average for
 	// it mean it does not keep up. One request at a time waits 10–40 µs,
 	// 32 at a time 50–170 µs (measured under ../shared/perf/run.sh).
 	procsQueued = 50 * time.Microsecond
+	// procsQueuedFor ticks in a row: a queue, not one slow moment (a
+	// projector's batch, a collection).
+	procsQueuedFor = 2
 	// procsMinWaits: fewer scheduling samples than this in a tick say
-	// nothing: an idle service's one slow wake-up is not a queue.
-	procsMinWaits = 50
+	// nothing: an idle service's one slow wake-up is not a queue. One
+	// request at a time gives about 250 a tick.
+	procsMinWaits = 25
 	// procsCalmLoad: on every P, using less than this share of one core
 	// says one P could carry the load (one request at a time uses about
 	// 0.9 on two Ps, 32 at a time over 1.1).
 	procsCalmLoad = 1.0
-	procsCalm     = 10 // ticks
-	procsMaxCalm  = 300
+	procsCalm     = 40 // ticks: a second
+	procsMaxCalm  = 1200
 )
 
 // newProcs is procs on the process's own CPU time and scheduler.
@@ -94,6 +99,10 @@ func (p *procs) next(load float64, waits uint64, mean time.Duration) int {
 	if p.n == 1 {
 		p.oneFor++
 		if waits < procsMinWaits || mean < procsQueued {
+			p.queued = 0
+			return 1
+		}
+		if p.queued++; p.queued < procsQueuedFor {
 			return 1
 		}
 		if p.oneFor <= procsCalm {
@@ -101,7 +110,7 @@ func (p *procs) next(load float64, waits uint64, mean time.Duration) int {
 		} else {
 			p.need = procsCalm
 		}
-		p.calm = 0
+		p.queued, p.calm = 0, 0
 		return p.max
 	}
 	if load >= procsCalmLoad {

@@ -22,6 +22,7 @@ func TestProcsNext(t *testing.T) {
 	busy := tick{1.25, 2500, 40 * time.Microsecond}   // 32 at a time, on every P
 	oneAtATime := tick{0.88, 1500, 15 * time.Microsecond}
 	times := func(n int, tk tick) []tick { return slices.Repeat([]tick{tk}, n) }
+	calm := procsCalm
 	cases := []struct {
 		name  string
 		ticks []tick
@@ -29,20 +30,21 @@ func TestProcsNext(t *testing.T) {
 	}{
 		{"one request at a time stays on one P", times(3, single), []int{1, 1, 1}},
 		{"an idle service's slow wake-up is no queue", []tick{{0.01, 2, 300 * time.Microsecond}}, []int{1}},
-		{"a queue takes every P", []tick{single, queued, busy}, []int{1, 4, 4}},
+		{"one slow tick is no queue", []tick{single, queued, single, queued, single}, []int{1, 1, 1, 1, 1}},
+		{"a queue takes every P", []tick{single, queued, queued, busy}, []int{1, 1, 4, 4}},
 		{"a calm second gives them back",
-			slices.Concat([]tick{queued}, times(9, oneAtATime), []tick{oneAtATime, single}),
-			slices.Concat([]int{4}, slices.Repeat([]int{4}, 9), []int{1, 1})},
+			slices.Concat(times(2, queued), times(calm-1, oneAtATime), []tick{oneAtATime, single}),
+			slices.Concat([]int{1, 4}, slices.Repeat([]int{4}, calm-1), []int{1, 1})},
 		{"a busy tick restarts the calm",
-			slices.Concat([]tick{queued}, times(5, idle), []tick{busy}, times(9, idle), []tick{idle}),
-			slices.Concat([]int{4}, slices.Repeat([]int{4}, 5), []int{4}, slices.Repeat([]int{4}, 9), []int{1})},
+			slices.Concat(times(2, queued), times(5, idle), []tick{busy}, times(calm-1, idle), []tick{idle}),
+			slices.Concat([]int{1, 4}, slices.Repeat([]int{4}, 5), []int{4}, slices.Repeat([]int{4}, calm-1), []int{1})},
 		{"one P failing right after the switch doubles the calm it takes",
-			slices.Concat([]tick{queued}, times(10, idle), []tick{queued}, times(19, idle), []tick{idle}),
-			slices.Concat([]int{4}, slices.Repeat([]int{4}, 9), []int{1, 4}, slices.Repeat([]int{4}, 19), []int{1})},
+			slices.Concat(times(2, queued), times(calm, idle), times(2, queued), times(2*calm-1, idle), []tick{idle}),
+			slices.Concat([]int{1, 4}, slices.Repeat([]int{4}, calm-1), []int{1, 1, 4}, slices.Repeat([]int{4}, 2*calm-1), []int{1})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := &procs{max: 4, n: 1, need: procsCalm, oneFor: procsCalm + 1}
+			p := &procs{max: 4, n: 1, need: calm, oneFor: calm + 1}
 			var got []int
 			for _, tk := range c.ticks {
 				p.n = p.next(tk.load, tk.waits, tk.mean)
