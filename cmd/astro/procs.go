@@ -14,9 +14,9 @@ import (
 // server's read and stream loops, the answer), and with two or more Ps
 // each hand-off wakes a thread on another core. On a small machine that
 // PostgreSQL shares, those wake-ups cost more than the work handed off:
-// on 2 cores, one request at a time, one P served renames 1.2× as fast as
-// two, but 32 at a time it throttled them to 0.7× (the README's
-// Benchmarks). So the service runs on one P while that P keeps up, and on
+// on 2 cores, one request at a time, one P served sends, deletes and
+// renames about 1.1× as fast as two, but 32 at a time it cut renames to
+// 0.7× (the README's Benchmarks). So the service runs on one P while that P keeps up, and on
 // every core once goroutines queue for it; it goes back to one when the
 // service has used less than a core for a while.
 //
