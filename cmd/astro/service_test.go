@@ -161,31 +161,15 @@ func startWithConfig(t testing.TB, env map[string]string, adjust func(*Config)) 
 // fault suite) and people learn where it listens from these two lines.
 func TestServeAnnouncesAddresses(t *testing.T) {
 	env, _ := serviceEnv(t, func(env map[string]string) { env["ASTRO_METRICS_ADDR"] = "127.0.0.1:0" })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &stdout, &stderr) }()
-	announced := func(prefix string) string {
-		for line := range strings.Lines(stdout.String()) {
-			if a, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), prefix); ok {
-				return a
-			}
-		}
-		return ""
-	}
+	m := runAsMain(t, env)
 	waitFor(t, 60*time.Second, func() error {
-		select {
-		case err := <-done:
-			t.Fatalf("astro exited before listening: %v\n%s", err, stderr.String())
-		default:
-		}
-		if announced("astro: listening on ") == "" {
-			return fmt.Errorf("no listening address announced:\n%s", stdout.String())
+		m.running()
+		if m.announced("astro: listening on ") == "" {
+			return fmt.Errorf("no listening address announced:\n%s", m.stdout.String())
 		}
 		return nil
 	})
-	base, metricsURL := announced("astro: listening on "), announced("astro: metrics on ")
+	base, metricsURL := m.announced("astro: listening on "), m.announced("astro: metrics on ")
 	if !strings.HasPrefix(base, "http://127.0.0.1:") || !strings.HasPrefix(metricsURL, "http://127.0.0.1:") || !strings.HasSuffix(metricsURL, "/metrics") {
 		t.Fatalf("announced API %q and metrics %q, want http://127.0.0.1:PORT and http://127.0.0.1:PORT/metrics", base, metricsURL)
 	}
@@ -199,8 +183,48 @@ func TestServeAnnouncesAddresses(t *testing.T) {
 			t.Errorf("GET %s: %d, want 200", url, resp.StatusCode)
 		}
 	}
-	cancel()
-	stopped(t, done, &stderr)
+	m.cancel()
+	stopped(t, m.done, &m.stderr)
+}
+
+// mainRun is the service run as main runs it (run, in this process), for
+// tests of what only main's caller sees: its output and its return.
+type mainRun struct {
+	t              *testing.T
+	cancel         context.CancelFunc
+	done           chan error
+	stdout, stderr syncBuffer
+}
+
+// runAsMain runs the service on env until the test ends or cancel.
+func runAsMain(t *testing.T, env map[string]string) *mainRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	m := &mainRun{t: t, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- run(ctx, nil, func(k string) string { return env[k] }, &m.stdout, &m.stderr) }()
+	return m
+}
+
+// running fails the test when the service has returned.
+func (m *mainRun) running() {
+	m.t.Helper()
+	select {
+	case err := <-m.done:
+		m.t.Fatalf("astro exited: %v\n%s", err, m.stderr.String())
+	default:
+	}
+}
+
+// announced is what the service printed after prefix on a line of its
+// standard output, "" before it did.
+func (m *mainRun) announced(prefix string) string {
+	for line := range strings.Lines(m.stdout.String()) {
+		if a, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), prefix); ok {
+			return a
+		}
+	}
+	return ""
 }
 
 // stopped waits for a service whose context was cancelled to return from

@@ -27,12 +27,7 @@ func TestStartWaitsForTheLog(t *testing.T) {
 
 	waitFor(t, 60*time.Second, func() error {
 		w.running()
-		base := ""
-		for line := range strings.Lines(w.stdout.String()) {
-			if a, ok := strings.CutPrefix(strings.TrimSpace(line), "astro: listening on "); ok {
-				base = a
-			}
-		}
+		base := w.announced("astro: listening on ")
 		if base == "" {
 			return fmt.Errorf("not listening yet")
 		}
@@ -62,30 +57,18 @@ func TestStopWhileWaitingForTheLog(t *testing.T) {
 	}
 }
 
-// waitingService is the service run as main runs it, waiting for a log.
-type waitingService struct {
-	t              *testing.T
-	cancel         context.CancelFunc
-	done           chan error
-	stdout, stderr syncBuffer
-}
-
 // startWaitingForLog runs the service on a NATS URL at natsAddr, where
 // nothing answers yet, and returns once it logged that it waits.
-func startWaitingForLog(t *testing.T, natsAddr string) *waitingService {
+func startWaitingForLog(t *testing.T, natsAddr string) *mainRun {
 	t.Helper()
-	env := map[string]string{
+	w := runAsMain(t, map[string]string{
 		"ASTRO_HTTP_ADDR":    "127.0.0.1:0",
 		"ASTRO_DATA_DIR":     t.TempDir(),
 		"ASTRO_NATS_URL":     "nats://" + natsAddr,
 		"ASTRO_DATABASE_URL": pgtest.URL(t),
 		"ASTRO_JWT_SECRET":   testSecret,
 		"ASTRO_LOG_LEVEL":    "warn",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w := &waitingService{t: t, cancel: cancel, done: make(chan error, 1)}
-	go func() { w.done <- run(ctx, nil, func(k string) string { return env[k] }, &w.stdout, &w.stderr) }()
+	})
 	waitFor(t, 30*time.Second, func() error {
 		w.running()
 		if !strings.Contains(w.stderr.String(), "event log unavailable at start, waiting") {
@@ -94,14 +77,4 @@ func startWaitingForLog(t *testing.T, natsAddr string) *waitingService {
 		return nil
 	})
 	return w
-}
-
-// running fails the test when the service has returned.
-func (w *waitingService) running() {
-	w.t.Helper()
-	select {
-	case err := <-w.done:
-		w.t.Fatalf("astro exited: %v\n%s", err, w.stderr.String())
-	default:
-	}
 }
