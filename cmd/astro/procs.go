@@ -85,43 +85,42 @@ func (p *procs) run(ctx context.Context) {
 			load := float64(used-last) / float64(now.Sub(lastAt))
 			last, lastAt = used, now
 			waits, mean := p.wait()
-			if n := p.next(load, waits, mean); n != p.n {
-				p.n = n
-				p.set(n)
+			if p.tick(load, waits, mean) {
+				p.set(p.n)
 			}
 		}
 	}
 }
 
-// next is the number of Ps for the next tick, given the last one's CPU
-// load (cores) and scheduling waits.
-func (p *procs) next(load float64, waits uint64, mean time.Duration) int {
+// tick sets p.n, the Ps for the next tick, from the last one's CPU load
+// (cores) and scheduling waits, and reports whether it changed.
+func (p *procs) tick(load float64, waits uint64, mean time.Duration) bool {
 	if p.n == 1 {
 		p.oneFor++
 		if waits < procsMinWaits || mean < procsQueued {
 			p.queued = 0
-			return 1
+			return false
 		}
 		if p.queued++; p.queued < procsQueuedFor {
-			return 1
+			return false
 		}
 		if p.oneFor <= procsCalm {
 			p.need = min(2*p.need, procsMaxCalm)
 		} else {
 			p.need = procsCalm
 		}
-		p.queued, p.calm = 0, 0
-		return p.max
+		p.queued, p.calm, p.n = 0, 0, p.max
+		return true
 	}
 	if load >= procsCalmLoad {
 		p.calm = 0
-		return p.n
+		return false
 	}
 	if p.calm++; p.calm < p.need {
-		return p.n
+		return false
 	}
-	p.calm, p.oneFor = 0, 0
-	return 1
+	p.calm, p.oneFor, p.n = 0, 0, 1
+	return true
 }
 
 // processCPU is the user and system CPU time of the process so far.

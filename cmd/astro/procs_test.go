@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// TestProcsNext: one P while it keeps up, every P once goroutines queue
+// TestProcsTick: one P while it keeps up, every P once goroutines queue
 // for it, back to one after a calm second, and slower back when one P
 // failed right after a switch.
-func TestProcsNext(t *testing.T) {
+func TestProcsTick(t *testing.T) {
 	type tick struct {
 		load  float64
 		waits uint64
@@ -47,7 +47,10 @@ func TestProcsNext(t *testing.T) {
 			p := &procs{max: 4, n: 1, need: calm, oneFor: calm + 1}
 			var got []int
 			for _, tk := range c.ticks {
-				p.n = p.next(tk.load, tk.waits, tk.mean)
+				before := p.n
+				if changed := p.tick(tk.load, tk.waits, tk.mean); changed != (p.n != before) {
+					t.Errorf("tick %d: reported a change %v going from %d to %d Ps", len(got)+1, changed, before, p.n)
+				}
 				got = append(got, p.n)
 			}
 			if !slices.Equal(got, c.want) {
