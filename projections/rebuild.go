@@ -136,7 +136,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, db *sqlx.DB, m Model, 
 	if err != nil {
 		return rb.res, err
 	}
-	defer lease.Close() // the session's end frees the lock
+	defer release(lease)
 	if err := rb.run(ctx); err != nil {
 		return rb.res, fmt.Errorf("rebuild %s: %w", m.Name(), err)
 	}

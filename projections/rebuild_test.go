@@ -117,6 +117,26 @@ func TestRebuildBesideTheLiveModelSwitchesWhenTheyAgree(t *testing.T) {
 	}
 }
 
+// TestRebuildAgainInTheSameProcess: a rebuild's lock is its session's, so
+// a finished rebuild must end that session. Given back to the pool with
+// the lock, it would make the next rebuild of the process, on another
+// pooled connection, find one running.
+func TestRebuildAgainInTheSameProcess(t *testing.T) {
+	f := newFixture(t)
+	db := migrated(t)
+	live, stop := start(t, f, db, notificationsProjector(t, db), 50)
+	defer stop()
+	caughtUp(t, live, f.history(t, 20))
+	if _, err := rebuild(t, f, db, projections.RebuildConfig{Batch: 20}); err != nil {
+		t.Fatal(err)
+	}
+	// Other queries give connections back to the pool after the rebuild's.
+	returnOthersToThePool(t, db)
+	if _, err := rebuild(t, f, db, projections.RebuildConfig{Batch: 20}); err != nil {
+		t.Fatalf("a second rebuild: %v", err)
+	}
+}
+
 func TestRebuildThatDisagreesSwitchesOnlyWhenForced(t *testing.T) {
 	f := newFixture(t)
 	db := migrated(t)

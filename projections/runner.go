@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,7 +243,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil // ctx ended while standing by
 		}
 		err = r.consume(ctx, lock)
-		lock.Close() // releases the lock for a standby
+		release(lock)
 		r.setReady(false)
 		if ctx.Err() != nil {
 			return nil
@@ -292,6 +293,17 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// release gives up a session advisory lock (a projector's, a rebuild's)
+// by ending the session that holds it. Given back to the pool, the
+// connection would keep the lock: a runner starting again would draw
+// another connection, find the lock taken by its own old session and
+// follow its own stalled checkpoint; a second rebuild would find one
+// running.
+func release(lock *sqlx.Conn) {
+	_ = lock.Raw(func(any) error { return driver.ErrBadConn }) // the pool closes it, not keeps it
+	_ = lock.Close()
 }
 
 func (r *Runner) checkpoint(ctx context.Context) (uint64, error) {

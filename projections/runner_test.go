@@ -249,6 +249,12 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 // it runs, as an operator or a node lost with it would: the runner must
 // notice, place a new one at its checkpoint and go on, not wait for ever
 // on a consumer that is gone.
+//
+// Starting again, it must take its projector's lock again. The lock is a
+// PostgreSQL session's: had the old lock connection gone back to the pool
+// with the lock held, the runner would draw another pooled connection,
+// find the lock taken by its own old session, and follow its own stalled
+// checkpoint for good (a fault suite run: 2 minutes, until it failed).
 func TestConsumerDeletedUnderTheRunner(t *testing.T) {
 	f := newFixture(t)
 	db := migrated(t)
@@ -257,10 +263,42 @@ func TestConsumerDeletedUnderTheRunner(t *testing.T) {
 	defer stop()
 	caughtUp(t, r, f.history(t, 10))
 
-	if err := f.stream(t, p).DeleteConsumer(context.Background(), "projector_notifications"); err != nil {
+	ctx := context.Background()
+	if err := f.stream(t, p).DeleteConsumer(ctx, "projector_notifications"); err != nil {
 		t.Fatal(err)
 	}
+	// The runner pauses a second before it starts again. Meanwhile, as
+	// other queries on a busy service do, connections go back to the pool
+	// after the lock's, and the pool hands out the last one returned.
+	waitFor(t, 10*time.Second, func() error {
+		if r.Ready() {
+			return fmt.Errorf("runner still running on its deleted consumer")
+		}
+		return nil
+	})
+	returnOthersToThePool(t, db)
 	caughtUp(t, r, f.history(t, 10))
+	if st := r.State(); st != projections.StateRunning {
+		t.Fatalf("runner %s after its restart, want running", st)
+	}
+}
+
+// returnOthersToThePool gives connections back to db's pool after
+// whatever was given back last, as a busy service's queries do; the pool
+// hands out the last one returned first.
+func returnOthersToThePool(t *testing.T, db *sqlx.DB) {
+	t.Helper()
+	var conns []*sqlx.Conn
+	for range 3 {
+		c, err := db.Connx(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 // TestLastDeliveryLostIsRedelivered takes the last event from the
