@@ -16,9 +16,10 @@ import (
 // PostgreSQL shares, those wake-ups cost more than the work handed off:
 // on 2 cores, one request at a time, one P served sends, deletes and
 // renames about 1.1× as fast as two, but 32 at a time it cut renames to
-// 0.7× (the README's Benchmarks). So the service runs on one P while that P keeps up, and on
-// every core once goroutines queue for it; it goes back to one when the
-// service has used less than a core for a while.
+// 0.81× of the CRUD service (the README's Benchmarks). So the service runs
+// on one P while that P keeps up, and on every core once goroutines queue
+// for it; it goes back to one when the service has used less than a core
+// for a while.
 //
 // It is a process setting, so main runs it and tests do not.
 type procs struct {
