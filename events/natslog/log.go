@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"astro/events"
+	"astro/events/rounds"
 )
 
 // Config names the log's streams. Zero values take the defaults.
@@ -136,6 +137,16 @@ type Log struct {
 	snaps   jetstream.KeyValue
 	snapsSt jetstream.Stream // the bucket's stream, for erasing
 	pending jetstream.KeyValue
+	last    *rounds.Group[uint64] // LastSeq's direct gets, shared by concurrent callers
+}
+
+func newLog(cfg Config, nc *nats.Conn, js jetstream.JetStream) *Log {
+	l := &Log{cfg: cfg, nc: nc, js: js}
+	l.last = rounds.New(func(subject string) (uint64, error) {
+		// Bounded by the JetStream client's own timeout.
+		return l.lastSeq(context.Background(), subject)
+	})
+	return l
 }
 
 // Open creates or updates the streams (idempotently) and returns the log.
@@ -163,7 +174,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("stream %s: %w", oldStream, err)
 	}
-	l := &Log{cfg: cfg, nc: nc, js: js}
+	l := newLog(cfg, nc, js)
 	if l.history, err = createStream(ctx, js, jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "Astro's history kept for good: holiday, resource and workspace events, one subject per aggregate",
@@ -248,7 +259,7 @@ func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 
 // bind opens the streams as they are.
 func bind(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Log, error) {
-	l := &Log{cfg: cfg, nc: nc, js: js}
+	l := newLog(cfg, nc, js)
 	var err error
 	if l.history, err = js.Stream(ctx, cfg.Stream); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", cfg.Stream, err)
@@ -477,10 +488,17 @@ func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, e ev
 }
 
 // LastSeq returns the sequence of the last event on subject, which may
-// hold wildcards (every holiday of a workspace), or 0 when there is none.
-// It is one direct get on a single-replica stream: the cheap question a
-// read asks before it trusts a read model.
+// hold wildcards (every holiday of a workspace), or 0 when there is none,
+// as of some moment after the call: the question a read asks before it
+// trusts a read model. It is one direct get on a single-replica stream,
+// and callers asking about the same subject at the same time share one
+// (package rounds): under load, the renames of a workspace all ask for
+// the last position of its resources.
 func (l *Log) LastSeq(ctx context.Context, subject string) (uint64, error) {
+	return l.last.Do(ctx, subject)
+}
+
+func (l *Log) lastSeq(ctx context.Context, subject string) (uint64, error) {
 	m, err := l.streamOf(subject).GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil

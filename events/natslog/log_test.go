@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,5 +233,71 @@ func TestAppendOfOldIDsIsAlreadyAppended(t *testing.T) {
 	l.Read(ctx, subj, 0, func(events.Event) error { n++; return nil })
 	if n != 3 {
 		t.Fatalf("%d events, want 3", n)
+	}
+}
+
+// Concurrent callers share LastSeq's direct gets (rounds), and still every
+// answer covers every append answered before its call: the reads' promise.
+func TestLastSeqUnderConcurrentAppends(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := t.Context()
+	const writers, each, readers = 4, 40, 16
+	filter := events.SubjectPrefix + ".w1.holiday.>"
+	var answered atomic.Uint64 // the highest position an append has answered
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := fmt.Sprint("h", w)
+			subj := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: h})
+			var last uint64
+			for i := range each {
+				seq, err := l.Append(ctx, subj, last, renamed(t, fmt.Sprint(h, "-", i), h, "a", "b"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				last = seq
+				for prev := answered.Load(); prev < seq && !answered.CompareAndSwap(prev, seq); prev = answered.Load() {
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	var calls atomic.Int64
+	var rg sync.WaitGroup
+	for range readers {
+		rg.Add(1)
+		go func() {
+			defer rg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				before := answered.Load()
+				got, err := l.LastSeq(ctx, filter)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got < before {
+					t.Errorf("LastSeq answered %d after an append had answered %d", got, before)
+					return
+				}
+				calls.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	rg.Wait()
+	if got, err := l.LastSeq(ctx, filter); err != nil || got != writers*each {
+		t.Fatalf("LastSeq after the appends: %d, %v; want %d", got, err, writers*each)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("no LastSeq call ran beside the appends")
 	}
 }

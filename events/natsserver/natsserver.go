@@ -22,6 +22,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"astro/events/rounds"
 )
 
 // Config says where JetStream keeps its data and whether TCP is open.
@@ -57,9 +59,9 @@ type Config struct {
 // Server is a running embedded NATS server.
 type Server struct {
 	ns    *server.Server
-	astro string     // Astro's own password, "" without authentication
-	store *os.File   // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
-	group *groupSync // nil unless Astro groups the fsyncs
+	astro string                  // Astro's own password, "" without authentication
+	store *os.File                // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
+	group *rounds.Group[struct{}] // the store's fsyncs; nil unless Astro groups them
 }
 
 // readyTimeout bounds the wait for the server when ctx has no earlier
@@ -114,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("natsserver: %w", err)
 		}
 		srv.store = store
-		srv.group = &groupSync{sync: func() error { return syncStore(store) }}
+		srv.group = rounds.New(func(string) (struct{}, error) { return struct{}{}, syncStore(store) })
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -141,7 +143,8 @@ func (s *Server) Sync(ctx context.Context) error {
 	if s.group == nil {
 		return nil
 	}
-	return s.group.Sync(ctx)
+	_, err := s.group.Do(ctx, "")
+	return err
 }
 
 func (s *Server) closeStore() {
