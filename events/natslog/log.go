@@ -143,8 +143,9 @@ type Log struct {
 func newLog(cfg Config, nc *nats.Conn, js jetstream.JetStream) *Log {
 	l := &Log{cfg: cfg, nc: nc, js: js}
 	l.last = rounds.New(func(subject string) (uint64, error) {
-		// Bounded by the JetStream client's own timeout.
-		return l.lastSeq(context.Background(), subject)
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.AttemptTimeout)
+		defer cancel()
+		return l.lastSeq(ctx, subject)
 	})
 	return l
 }
@@ -495,6 +496,10 @@ func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, e ev
 // (package rounds): under load, the renames of a workspace all ask for
 // the last position of its resources.
 func (l *Log) LastSeq(ctx context.Context, subject string) (uint64, error) {
+	// A caller that joins the round after the one under way waits for both:
+	// bounded, like a direct get of its own, by AttemptTimeout.
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
+	defer cancel()
 	return l.last.Do(ctx, subject)
 }
 

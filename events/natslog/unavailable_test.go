@@ -15,8 +15,9 @@ import (
 )
 
 // TestAppendWithoutTheLogFailsFast: a deleted stream fails an append at
-// once, an unreachable server after RetryFor, and neither waits for the
-// caller's deadline. The caller's context here has none.
+// once, an unreachable server after RetryFor (a read of a position after
+// AttemptTimeout), and neither waits for the caller's deadline. The
+// caller's context here has none.
 func TestAppendWithoutTheLogFailsFast(t *testing.T) {
 	ctx := context.Background()
 	e := renamed(t, "01a20000-0000-7000-8000-000000000001", "01a20000-0000-7000-8000-0000000000aa", "a", "b")
@@ -56,6 +57,20 @@ func TestAppendWithoutTheLogFailsFast(t *testing.T) {
 		srv.Shutdown()
 		if _, err := l.Append(ctx, subject, 0, e); !errors.Is(err, natslog.ErrUnreachable) {
 			t.Fatalf("append: %v, want ErrUnreachable", err)
+		}
+		// Reads asking together share rounds, and each still fails
+		// rather than wait for a deadline of its own.
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() {
+				_, err := l.LastSeq(ctx, subject)
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			if err := <-errs; err == nil {
+				t.Fatal("LastSeq answered without a server")
+			}
 		}
 	})
 }
