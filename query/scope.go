@@ -18,8 +18,9 @@ type Scope struct {
 	Seq       uint64
 	IDs       []string
 	Countries []string // ISO alpha-2 of IDs[i]; '' when none
-	// all is IDs as a global holiday's answer lists them, built once: a
-	// rename's answer shares it instead of building its own each time.
+	// all is IDs as a global holiday's answer lists them, built once by
+	// Resources.Scope, which makes every Scope: a rename's answer shares
+	// it instead of building its own each time.
 	all []HolidayResourceDto
 }
 
@@ -70,18 +71,17 @@ func (q *Resources) Scope(ctx context.Context, workspaceID string) (Scope, error
 // global one, the resources of its countries for a country one. The list
 // may be shared: the caller must not change it.
 func (s Scope) Applies(typ string, countries, people []string) []HolidayResourceDto {
-	if typ == events.HolidayGlobal && s.all != nil {
-		return s.all
-	}
 	out := []HolidayResourceDto{}
 	switch typ {
+	case events.HolidayGlobal:
+		return s.all
 	case events.HolidayPeople:
 		for _, id := range people {
 			out = append(out, HolidayResourceDto{ID: id})
 		}
-	case events.HolidayGlobal, events.HolidayCountry:
+	case events.HolidayCountry:
 		for i, id := range s.IDs {
-			if typ == events.HolidayGlobal || slices.Contains(countries, s.Countries[i]) {
+			if slices.Contains(countries, s.Countries[i]) {
 				out = append(out, HolidayResourceDto{ID: id})
 			}
 		}
