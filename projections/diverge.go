@@ -17,11 +17,11 @@ import (
 // When the projector's version is newer than the one that built the read
 // model, it returns the rebuild to run beside the live one.
 func (r *Runner) check(ctx context.Context) (func(context.Context), error) {
-	stream, err := r.js.Stream(ctx, r.cfg.Stream)
+	stream, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return r.js.Stream(ctx, r.cfg.Stream) })
 	if err != nil {
 		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
 	}
-	info, err := stream.Info(ctx)
+	info, err := request(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return stream.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
 	}

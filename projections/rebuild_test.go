@@ -22,7 +22,8 @@ import (
 )
 
 // projectedFresh is the notifications read model a fresh database gets
-// from the whole log: what every rebuild must equal.
+// from the whole log: what every rebuild must equal. Its runner uses the
+// projector's durable consumer: no other runner of it may run meanwhile.
 func projectedFresh(t *testing.T, f fixture, last uint64) string {
 	t.Helper()
 	fresh := migrated(t)
@@ -107,6 +108,7 @@ func TestRebuildBesideTheLiveModelSwitchesWhenTheyAgree(t *testing.T) {
 	// The live runner goes on applying, into the new tables.
 	last = max(last, f.history(t, 20))
 	caughtUp(t, live, last)
+	stop() // the fresh projection takes over the projector's consumer
 	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
 		t.Fatalf("read model after the switch differs from a fresh projection:\n%s\n%s", got, want)
 	}
@@ -337,13 +339,15 @@ func TestRecreatedLogIsNotSkipped(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r2.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	stop2 := sync.OnceFunc(func() { cancel(); <-done })
+	defer stop2()
 	caughtUp(t, r2, last)
 	more := f2.history(t, 5)
 	caughtUp(t, r2, more)
 	if !strings.Contains(logs.String(), "ERROR the log does not hold the read model's history") {
 		t.Fatalf("no error logged:\n%s", logs)
 	}
+	stop2()
 	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f2, more); got != want {
 		t.Fatalf("read model after the log was recreated differs from a projection of the new log:\n%s\n%s", got, want)
 	}

@@ -549,27 +549,65 @@ func (r *Runner) fill(ctx context.Context, msgs <-chan jetstream.Msg, batch []je
 	return batch
 }
 
+// requestTimeout bounds each JetStream request that sets a runner up. A
+// cluster that lost a node elects new stream and consumer leaders, and
+// answers nothing meanwhile: waiting out the client's 5 s for a request,
+// then the restart's pause, would leave the read model behind for seconds
+// after the election.
+const requestTimeout = 2 * time.Second
+
+// request runs one JetStream request of the set-up, bounded by
+// requestTimeout.
+func request[T any](ctx context.Context, do func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return do(ctx)
+}
+
 // consumer returns the projector's durable consumer, placed right after
 // the checkpoint. The checkpoint in PostgreSQL is the truth: a consumer
 // that has delivered past it (a crash between delivery and commit, or a
-// restored database) is recreated at the checkpoint, as is one made with
-// another AckWait.
+// restored database) is moved back to it. One made with another AckWait,
+// or one that starts after the checkpoint, is re-created.
 func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, error) {
-	stream, err := r.js.Stream(ctx, r.cfg.Stream)
+	stream, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return r.js.Stream(ctx, r.cfg.Stream) })
 	if err != nil {
 		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
 	}
 	name := consumerName(r.p.Name())
-	if c, err := stream.Consumer(ctx, name); err == nil {
-		info := c.CachedInfo()
-		if info.Delivered.Stream <= pos && info.NumAckPending == 0 && info.Config.AckWait == r.cfg.AckWait {
+	c, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return stream.Consumer(ctx, name) })
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("projector %s: consumer: %w", r.p.Name(), err)
+	case c.CachedInfo().Config.AckWait != r.cfg.AckWait:
+		if err := r.deleteConsumer(ctx, stream, name); err != nil {
+			return nil, err
+		}
+	case c.CachedInfo().Delivered.Stream <= pos && c.CachedInfo().NumAckPending == 0:
+		return c, nil
+	default:
+		// A reset keeps the consumer. In a cluster that matters: a new
+		// one is a new replica group, which must elect its leader, and a
+		// service restarted after losing a node would wait for that
+		// election on top of the others.
+		_, err := request(ctx, func(ctx context.Context) (*jetstream.ConsumerResetResponse, error) {
+			return stream.ResetConsumerToSequence(ctx, name, pos+1)
+		})
+		if err == nil {
+			// Again, for its delivery count, which the reset started over.
+			c, err = request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return stream.Consumer(ctx, name) })
+			if err != nil {
+				return nil, fmt.Errorf("projector %s: consumer: %w", r.p.Name(), err)
+			}
 			return c, nil
 		}
-		if err := stream.DeleteConsumer(ctx, name); err != nil {
+		if !errors.Is(err, jetstream.ErrConsumerInvalidReset) {
 			return nil, fmt.Errorf("projector %s: reset consumer: %w", r.p.Name(), err)
 		}
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("projector %s: consumer: %w", r.p.Name(), err)
+		if err := r.deleteConsumer(ctx, stream, name); err != nil {
+			return nil, err
+		}
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:        name,
@@ -584,11 +622,20 @@ func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, 
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = pos + 1
 	}
-	c, err := stream.CreateOrUpdateConsumer(ctx, cfg)
+	c, err = request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return stream.CreateOrUpdateConsumer(ctx, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("projector %s: create consumer: %w", r.p.Name(), err)
 	}
 	return c, nil
+}
+
+func (r *Runner) deleteConsumer(ctx context.Context, stream jetstream.Stream, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if err := stream.DeleteConsumer(ctx, name); err != nil {
+		return fmt.Errorf("projector %s: delete consumer: %w", r.p.Name(), err)
+	}
+	return nil
 }
 
 func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {

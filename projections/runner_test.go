@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,12 +98,12 @@ func startWith(t *testing.T, f fixture, db *sqlx.DB, p projections.Projector, cf
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	stop := func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("runner: %v", err)
 		}
-	}
+	})
 	return r, stop
 }
 
@@ -177,10 +178,19 @@ func TestRestartMidBatchEqualsRebuild(t *testing.T) {
 	if pos := r.Position(); pos == 0 || pos >= last {
 		t.Fatalf("crash runner checkpoint %d: want a partial projection below %d", pos, last)
 	}
+	consumer := consumerInfo(t, f, crash)
+	if consumer.Delivered.Stream <= r.Position() {
+		t.Fatalf("the crashed runner's consumer delivered up to %d, its checkpoint is %d: the restart has nothing to move back", consumer.Delivered.Stream, r.Position())
+	}
 
 	r2, stop2 := start(t, f, db, notificationsProjector(t, db), 50)
 	caughtUp(t, r2, last)
 	stop2()
+	// Moved back, not re-created: in a cluster a new consumer would have
+	// to elect its leader before the read model could catch up.
+	if again := consumerInfo(t, f, crash); !again.Created.Equal(consumer.Created) {
+		t.Errorf("the restart re-created the projector's consumer (created %v, then %v)", consumer.Created, again.Created)
+	}
 
 	fresh := migrated(t)
 	r3, stop3 := start(t, f, fresh, notificationsProjector(t, fresh), 500)
@@ -360,6 +370,15 @@ func (f fixture) send(t *testing.T) uint64 {
 }
 
 // stream is the event stream p's runner consumes.
+func consumerInfo(t *testing.T, f fixture, p projections.Projector) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := f.stream(t, p).Consumer(context.Background(), "projector_"+p.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.CachedInfo()
+}
+
 func (f fixture) stream(t *testing.T, p projections.Projector) jetstream.Stream {
 	t.Helper()
 	st, err := f.log.JetStream().Stream(context.Background(), f.log.StreamFor(p.Subjects()[0]))

@@ -319,6 +319,7 @@ func TestNATSSecurity(t *testing.T) {
 				probes = append(probes,
 					probe{"$JS.API.CONSUMER.DELETE." + st + "." + name, func(ctx context.Context) { _ = js.DeleteConsumer(ctx, st, name) }},
 					probe{"$JS.API.CONSUMER.INFO." + st + "." + name, func(ctx context.Context) { _, _ = js.Consumer(ctx, st, name) }},
+					probe{"$JS.API.CONSUMER.RESET." + st + "." + name, func(ctx context.Context) { _, _ = js.ResetConsumerToSequence(ctx, st, name, 1) }},
 					probe{"$JS.API.CONSUMER.CREATE." + st + "." + name + "." + es.subjects, func(ctx context.Context) {
 						_, _ = js.CreateOrUpdateConsumer(ctx, st, jetstream.ConsumerConfig{Durable: name, FilterSubject: es.subjects, AckPolicy: jetstream.AckExplicitPolicy})
 					}},
