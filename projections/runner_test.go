@@ -370,6 +370,39 @@ func (f fixture) send(t *testing.T) uint64 {
 }
 
 // stream is the event stream p's runner consumes.
+// TestConsumerThatStartsAfterTheCheckpointIsRecreated: a consumer cannot
+// be moved back before the sequence it was made to start at (a database
+// restored to an older checkpoint than the consumer's start): the runner
+// makes it again, at the checkpoint, and applies every event.
+func TestConsumerThatStartsAfterTheCheckpointIsRecreated(t *testing.T) {
+	f := newFixture(t)
+	last := f.history(t, 60)
+	db := migrated(t)
+	p := notificationsProjector(t, db)
+	old, err := f.stream(t, p).CreateOrUpdateConsumer(context.Background(), jetstream.ConsumerConfig{
+		Durable: "projector_" + p.Name(), FilterSubjects: p.Subjects(), AckPolicy: jetstream.AckAllPolicy,
+		AckWait: 10 * time.Second, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: last / 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Delivered past the checkpoint (none): the runner must move it back.
+	if _, err := old.Fetch(1); err != nil {
+		t.Fatal(err)
+	}
+
+	r, stop := startWith(t, f, db, p, projections.RunnerConfig{Batch: 50, AckWait: 10 * time.Second})
+	defer stop()
+	caughtUp(t, r, last)
+	stop()
+	if again := consumerInfo(t, f, p); again.Created.Equal(old.CachedInfo().Created) || again.Config.OptStartSeq != 0 {
+		t.Errorf("consumer kept (created %v, start %d): it cannot deliver the events before %d", again.Created, again.Config.OptStartSeq, last/2)
+	}
+	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
+		t.Fatalf("read model differs from a fresh projection:\n%s\n%s", got, want)
+	}
+}
+
 func consumerInfo(t *testing.T, f fixture, p projections.Projector) *jetstream.ConsumerInfo {
 	t.Helper()
 	c, err := f.stream(t, p).Consumer(context.Background(), "projector_"+p.Name())
