@@ -587,24 +587,12 @@ func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, 
 	case c.CachedInfo().Delivered.Stream <= pos && c.CachedInfo().NumAckPending == 0:
 		return c, nil
 	default:
-		// A reset keeps the consumer. In a cluster that matters: a new
-		// one is a new replica group, which must elect its leader, and a
-		// service restarted after losing a node would wait for that
-		// election on top of the others.
-		_, err := request(ctx, func(ctx context.Context) (*jetstream.ConsumerResetResponse, error) {
-			return stream.ResetConsumerToSequence(ctx, name, pos+1)
-		})
-		if err == nil {
-			// Again, for its delivery count, which the reset started over.
-			c, err = request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return stream.Consumer(ctx, name) })
-			if err != nil {
-				return nil, fmt.Errorf("projector %s: consumer: %w", r.p.Name(), err)
-			}
-			return c, nil
+		c, err := r.moveBack(ctx, stream, name, pos)
+		if err != nil || c != nil {
+			return c, err
 		}
-		if !errors.Is(err, jetstream.ErrConsumerInvalidReset) {
-			return nil, fmt.Errorf("projector %s: reset consumer: %w", r.p.Name(), err)
-		}
+		// It starts after the checkpoint: only a new one delivers what
+		// lies between.
 		if err := r.deleteConsumer(ctx, stream, name); err != nil {
 			return nil, err
 		}
@@ -625,6 +613,29 @@ func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, 
 	c, err = request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return stream.CreateOrUpdateConsumer(ctx, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("projector %s: create consumer: %w", r.p.Name(), err)
+	}
+	return c, nil
+}
+
+// moveBack resets the consumer to deliver from the checkpoint on, or
+// returns nil if it starts after the checkpoint. A reset keeps the
+// consumer, and in a cluster that matters: a new one is a new replica
+// group, which must elect its leader, and a service restarted after losing
+// a node would wait for that election on top of the others.
+func (r *Runner) moveBack(ctx context.Context, stream jetstream.Stream, name string, pos uint64) (jetstream.Consumer, error) {
+	_, err := request(ctx, func(ctx context.Context) (*jetstream.ConsumerResetResponse, error) {
+		return stream.ResetConsumerToSequence(ctx, name, pos+1)
+	})
+	if errors.Is(err, jetstream.ErrConsumerInvalidReset) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("projector %s: reset consumer: %w", r.p.Name(), err)
+	}
+	// Again, for its delivery count, which the reset started over.
+	c, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return stream.Consumer(ctx, name) })
+	if err != nil {
+		return nil, fmt.Errorf("projector %s: consumer: %w", r.p.Name(), err)
 	}
 	return c, nil
 }
