@@ -84,6 +84,9 @@ func (s *Server) holidayRoutes() {
 	rt.POST(base, s.authed(s.createHoliday))
 	rt.GET(base+"/:id", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		q := r.URL.Query()
+		if err := singleValued(q, "$filter", "$orderby", "$top", "$skip", "asOf"); err != nil {
+			return err
+		}
 		opts := query.ListOptions{Filter: q.Get("$filter"), OrderBy: q.Get("$orderby"), Top: q.Get("$top"), Skip: q.Get("$skip")}
 		id := p.ByName("id")
 		if id != "global" && id != "country" && id != "resource" {

@@ -154,6 +154,9 @@ func (s *Server) counts(w http.ResponseWriter, r *http.Request, c commands.Calle
 
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ httprouter.Params, c commands.Caller) error {
 	q := r.URL.Query()
+	if err := singleValued(q, "lastId", "senderId", "asFlatList"); err != nil {
+		return err
+	}
 	f := query.NotificationFilter{LastID: q.Get("lastId"), SenderID: q.Get("senderId")}
 	// As a send names its sender: a UUID lower-cased, another id by its
 	// name-based UUID, so ?senderId=bob finds what "bob" sent. Other text

@@ -3,7 +3,29 @@ package api
 import (
 	"net/url"
 	"strings"
+
+	"astro/commands"
 )
+
+// singleValued refuses a parameter that takes one value but came more than
+// once with values that differ, as in ?$top=1&%24top=100000. A handler
+// reads the first; a proxy, a gateway or a validator in front may read
+// another, and the request would be served as one nobody checked. The
+// same value repeated is that value.
+func singleValued(q url.Values, names ...string) error {
+	v := commands.Validation{}
+	for _, name := range names {
+		if vs := q[name]; len(vs) > 1 {
+			for _, x := range vs[1:] {
+				if x != vs[0] {
+					v.Add(name, name+" was given more than once, with different values; give it once.")
+					break
+				}
+			}
+		}
+	}
+	return v.Err()
+}
 
 // flatQuery rewrites the query parameters of nested forms to their plain
 // names: params[asFlatList]=true to asFlatList=true, and an array's

@@ -1,9 +1,13 @@
 package api
 
 import (
+	"errors"
 	"net/url"
 	"reflect"
+	"slices"
 	"testing"
+
+	"astro/commands"
 )
 
 func TestFlatQuery(t *testing.T) {
@@ -33,6 +37,41 @@ func TestFlatQuery(t *testing.T) {
 		q, err := url.ParseQuery(got)
 		if err != nil || !reflect.DeepEqual(q, tc.want) {
 			t.Errorf("%q: %q (%v), want %v", tc.raw, got, err, tc.want)
+		}
+	}
+}
+
+func TestSingleValued(t *testing.T) {
+	for _, tc := range []struct {
+		raw     string
+		refused []string // the fields refused, in order
+	}{
+		{"$top=5", nil},
+		{"$top=5&$top=5", nil}, // the same value repeated is that value
+		{"$top=1&%24top=100000", []string{"$top"}},
+		{"$top=1&$top=", []string{"$top"}},
+		{"$filter=a&$orderby=b&$skip=1&$skip=2&asOf=x&asOf=y", []string{"$skip", "asOf"}},
+		{"notificationTypes=a&notificationTypes=b", nil}, // not single-valued
+		{"", nil},
+	} {
+		q, err := url.ParseQuery(tc.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = singleValued(q, "$filter", "$orderby", "$top", "$skip", "asOf")
+		var got []string
+		if err != nil {
+			var e *commands.Error
+			if !errors.As(err, &e) || e.Code != commands.EInvalid {
+				t.Fatalf("%q: %v, want a validation error", tc.raw, err)
+			}
+			for field := range e.Fields {
+				got = append(got, field)
+			}
+			slices.Sort(got)
+		}
+		if !reflect.DeepEqual(got, tc.refused) {
+			t.Errorf("%q: refused %v, want %v", tc.raw, got, tc.refused)
 		}
 	}
 }

@@ -240,6 +240,9 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := singleValued(r.URL.Query(), "ticket", "lastEventId"); err != nil {
+		return err
+	}
 	if err := s.rateLimit(w, c.WorkspaceID+"/"+c.UserID); err != nil {
 		return err
 	}
