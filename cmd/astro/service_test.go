@@ -507,6 +507,8 @@ type contract struct {
 	// outside holds, by status, the schema of the answers to requests that
 	// no operation of the document takes: unknown paths and methods.
 	outside map[int]*jsonschema.Schema
+	// properties is every property name the document declares.
+	properties []string
 }
 
 // loadContract builds the contract once per test binary: parsing and
@@ -565,7 +567,7 @@ func newContract() (*contract, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &contract{requests: reqs, responses: resps, document: doc, public: public, outside: map[int]*jsonschema.Schema{}}
+	c := &contract{requests: reqs, responses: resps, document: doc, public: public, outside: map[int]*jsonschema.Schema{}, properties: propertyNames(raw)}
 	for status, name := range map[int]string{400: "BadRequest", 401: "Unauthorized", 404: "NotFoundRoute", 405: "MethodNotAllowed", 429: "TooManyRequests"} {
 		sch, err := comp.Compile(docURL + "#/components/responses/" + name + "/content/application~1json/schema")
 		if err != nil {
@@ -574,6 +576,119 @@ func newContract() (*contract, error) {
 		c.outside[status] = sch
 	}
 	return c, nil
+}
+
+// propertyNames lists the names under every "properties" of the document.
+func propertyNames(doc any) []string {
+	var names []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if props, ok := v["properties"].(map[string]any); ok {
+				for name := range props {
+					names = append(names, name)
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// asServerReads is a JSON body's keys as the server reads them: it
+// matches names without regard to case (encoding/json, as ASP.NET Core
+// does), so a key that differs from a declared property only in case is
+// that property, and of keys naming the same one the last wins. A body
+// that is not JSON is left as it is.
+func (c *contract) asServerReads(body []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	out, err := c.readValue(dec)
+	if err != nil || dec.More() {
+		return body
+	}
+	return out
+}
+
+// readValue writes the next value of dec again, its objects' keys read as
+// the server reads them.
+func (c *contract) readValue(dec *json.Decoder) ([]byte, error) {
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	switch t {
+	case json.Delim('{'):
+		var keys []string
+		values := map[string][]byte{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			key := c.property(k.(string))
+			v, err := c.readValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			if _, seen := values[key]; !seen {
+				keys = append(keys, key)
+			}
+			values[key] = v
+		}
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			name, _ := json.Marshal(k)
+			b.Write(name)
+			b.WriteByte(':')
+			b.Write(values[k])
+		}
+		b.WriteByte('}')
+	case json.Delim('['):
+		b.WriteByte('[')
+		for i := 0; dec.More(); i++ {
+			v, err := c.readValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(v)
+		}
+		b.WriteByte(']')
+	default:
+		return json.Marshal(t)
+	}
+	_, err = dec.Token() // the closing delimiter
+	return b.Bytes(), err
+}
+
+// property is the declared property that key names but for case (folded
+// as encoding/json folds, strings.EqualFold), or key if none.
+func (c *contract) property(key string) string {
+	if _, ok := slices.BinarySearch(c.properties, key); ok {
+		return key
+	}
+	for _, name := range c.properties {
+		if strings.EqualFold(key, name) {
+			return name
+		}
+	}
+	return key
 }
 
 // check returns what in one exchange breaks the contract. Every response
@@ -605,6 +720,7 @@ func (c *contract) check(req *http.Request, reqBody []byte, resp *http.Response,
 	if mt, _, _ := mime.ParseMediaType(rq.Header.Get("Content-Type")); len(reqBody) > 0 && (mt == "" || strings.HasSuffix(mt, "+json")) {
 		rq.Header.Set("Content-Type", "application/json")
 	}
+	reqBody = c.asServerReads(reqBody)
 	rq.Body = io.NopCloser(bytes.NewReader(reqBody))
 	rs := *resp
 	rs.Body = io.NopCloser(bytes.NewReader(respBody))
