@@ -137,8 +137,8 @@ func (s *Server) getHoliday(w http.ResponseWriter, r *http.Request, c commands.C
 		return nil, commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
 	}
 	if asOf := r.URL.Query().Get("asOf"); asOf != "" {
-		at, err := time.Parse(time.RFC3339Nano, asOf)
-		if err != nil {
+		at, ok := parseDateTime(asOf)
+		if !ok {
 			return nil, commands.Invalid(map[string][]string{"asOf": {"asOf must be an RFC 3339 time, e.g. 2027-01-01T12:00:00Z."}})
 		}
 		return s.cfg.HolidayHistory.AsOf(r.Context(), c.WorkspaceID, id, at)
@@ -220,6 +220,18 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller
 		return query.Scope{}, err
 	}
 	return s.cfg.Resources.Scope(r.Context(), c.WorkspaceID)
+}
+
+// parseDateTime reads an RFC 3339 date-time, the format the API's document
+// gives asOf. time.Parse alone also takes a one-digit hour (T0:00:00Z),
+// which the document's validators, and so the clients generated from it,
+// refuse.
+func parseDateTime(s string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || len(s) < len("2006-01-02T15:04:05Z") || s[13] != ':' {
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // holidayDetail is the holiday a write decided, as a read would show it.

@@ -75,3 +75,22 @@ func TestSingleValued(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDateTime(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"2027-10-01T00:00:00Z", true},
+		{"2027-10-01T09:30:00.123456+02:00", true},
+		{"2027-10-01T0:00:00+00:00", false}, // one-digit hour: time.Parse takes it
+		{"2027-10-01T0:00:00Z", false},
+		{"2027-10-01", false},
+		{"2027-10-01 00:00:00Z", false},
+		{"", false},
+	} {
+		if _, ok := parseDateTime(tc.in); ok != tc.ok {
+			t.Errorf("%q: ok %v, want %v", tc.in, ok, tc.ok)
+		}
+	}
+}
