@@ -44,7 +44,7 @@ func TestFlatQuery(t *testing.T) {
 func TestSingleValued(t *testing.T) {
 	for _, tc := range []struct {
 		raw     string
-		refused []string // the fields refused, in order
+		refused []string // the fields refused, sorted
 	}{
 		{"$top=5", nil},
 		{"$top=5&$top=5", nil}, // the same value repeated is that value
