@@ -369,7 +369,6 @@ func (f fixture) send(t *testing.T) uint64 {
 	return res.Seq
 }
 
-// stream is the event stream p's runner consumes.
 // TestConsumerThatStartsAfterTheCheckpointIsRecreated: a consumer cannot
 // be moved back before the sequence it was made to start at (a database
 // restored to an older checkpoint than the consumer's start): the runner
@@ -403,6 +402,7 @@ func TestConsumerThatStartsAfterTheCheckpointIsRecreated(t *testing.T) {
 	}
 }
 
+// consumerInfo is the durable consumer of p's runner, as the log has it now.
 func consumerInfo(t *testing.T, f fixture, p projections.Projector) *jetstream.ConsumerInfo {
 	t.Helper()
 	c, err := f.stream(t, p).Consumer(context.Background(), "projector_"+p.Name())
@@ -412,6 +412,7 @@ func consumerInfo(t *testing.T, f fixture, p projections.Projector) *jetstream.C
 	return c.CachedInfo()
 }
 
+// stream is the event stream p's runner consumes.
 func (f fixture) stream(t *testing.T, p projections.Projector) jetstream.Stream {
 	t.Helper()
 	st, err := f.log.JetStream().Stream(context.Background(), f.log.StreamFor(p.Subjects()[0]))
