@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -223,15 +224,36 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller
 }
 
 // parseDateTime reads an RFC 3339 date-time, the format the API's document
-// gives asOf. time.Parse alone also takes a one-digit hour (T0:00:00Z),
-// which the document's validators, and so the clients generated from it,
-// refuse.
+// gives asOf. time.Parse alone takes more: a one-digit hour (T0:00:00Z),
+// a comma before the fraction (00:00:00,5Z). The document's validators,
+// and so the clients generated from it, refuse those, and so does this.
 func parseDateTime(s string) (time.Time, bool) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || len(s) < len("2006-01-02T15:04:05Z") || s[13] != ':' {
+	// Digits where RFC 3339 has them, then an optional fraction and the
+	// offset: Z or ±hh:mm.
+	const shape = "dddd-dd-ddTdd:dd:dd"
+	if len(s) < len(shape) {
 		return time.Time{}, false
 	}
-	return t, true
+	for i := range len(shape) {
+		isDigit := '0' <= s[i] && s[i] <= '9'
+		if shape[i] == 'd' && !isDigit || shape[i] != 'd' && s[i] != shape[i] {
+			return time.Time{}, false
+		}
+	}
+	rest := s[len(shape):]
+	if frac, ok := strings.CutPrefix(rest, "."); ok {
+		digits := len(frac) - len(strings.TrimLeft(frac, "0123456789"))
+		if digits == 0 {
+			return time.Time{}, false
+		}
+		rest = frac[digits:]
+	}
+	offset := rest == "Z" || len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':'
+	if !offset {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
 }
 
 // holidayDetail is the holiday a write decided, as a read would show it.

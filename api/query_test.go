@@ -85,6 +85,12 @@ func TestParseDateTime(t *testing.T) {
 		{"2027-10-01T09:30:00.123456+02:00", true},
 		{"2027-10-01T0:00:00+00:00", false}, // one-digit hour: time.Parse takes it
 		{"2027-10-01T0:00:00Z", false},
+		{"9090-10-08T23:51:27,000+00:00", false}, // a comma before the fraction: time.Parse takes it
+		{"2027-10-01T00:00:00.Z", false},
+		{"2027-10-01T00:00:00+0100", false},
+		{"2027-10-01T00:00:00+01:00x", false},
+		{"2027-10-01T24:00:00Z", false}, // the shape, but no such hour
+		{"2027-10-01t00:00:00z", false}, // RFC 3339 allows it; Go's parse does not, and 400 is safe
 		{"2027-10-01", false},
 		{"2027-10-01 00:00:00Z", false},
 		{"", false},
