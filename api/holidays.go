@@ -225,8 +225,9 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller
 
 // parseDateTime reads an RFC 3339 date-time, the format the API's document
 // gives asOf. time.Parse alone takes more: a one-digit hour (T0:00:00Z),
-// a comma before the fraction (00:00:00,5Z). The document's validators,
-// and so the clients generated from it, refuse those, and so does this.
+// a comma before the fraction (00:00:00,5Z), an offset of +24:00. The
+// document's validators, and so the clients generated from it, refuse
+// those, and so does this.
 func parseDateTime(s string) (time.Time, bool) {
 	// Digits where RFC 3339 has them, then an optional fraction and the
 	// offset: Z or ±hh:mm.
@@ -248,7 +249,9 @@ func parseDateTime(s string) (time.Time, bool) {
 		}
 		rest = frac[digits:]
 	}
-	offset := rest == "Z" || len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':'
+	// time.Parse takes an offset of 24 hours too.
+	offset := rest == "Z" || len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
+		"00" <= rest[1:3] && rest[1:3] <= "23" && "00" <= rest[4:6] && rest[4:6] <= "59"
 	if !offset {
 		return time.Time{}, false
 	}

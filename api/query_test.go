@@ -88,6 +88,10 @@ func TestParseDateTime(t *testing.T) {
 		{"9090-10-08T23:51:27,000+00:00", false}, // a comma before the fraction: time.Parse takes it
 		{"2027-10-01T00:00:00.Z", false},
 		{"2027-10-01T00:00:00+0100", false},
+		{"9999-12-31T23:59:59.99999+24:00", false}, // time.Parse takes it
+		{"2027-10-01T00:00:00-23:59", true},
+		{"2027-10-01T00:00:00+01:60", false},
+		{"2027-10-01T00:00:00+0a:00", false},
 		{"2027-10-01T00:00:00+01:00x", false},
 		{"2027-10-01T24:00:00Z", false}, // the shape, but no such hour
 		{"2027-10-01t00:00:00z", false}, // RFC 3339 allows it; Go's parse does not, and 400 is safe
