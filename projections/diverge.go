@@ -16,15 +16,8 @@ import (
 // here, holding the projector's lock, with the runner not ready meanwhile.
 // When the projector's version is newer than the one that built the read
 // model, it returns the rebuild to run beside the live one.
-func (r *Runner) check(ctx context.Context) (func(context.Context), error) {
-	stream, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return r.js.Stream(ctx, r.cfg.Stream) })
-	if err != nil {
-		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
-	}
-	info, err := request(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return stream.Info(ctx) })
-	if err != nil {
-		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
-	}
+func (r *Runner) check(ctx context.Context, stream jetstream.Stream) (func(context.Context), error) {
+	info := stream.CachedInfo() // as of the lookup just before
 	c, err := readCheckpoint(ctx, r.db, "projector_checkpoints", r.p.Name())
 	if err != nil {
 		return nil, err

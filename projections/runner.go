@@ -351,7 +351,13 @@ func (r *Runner) setReady(ready bool) {
 // back and tried again after a pause; the checkpoint never moves past an
 // event that was not applied.
 func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
-	upgrade, err := r.check(ctx)
+	// One lookup, whose info check reads too: after a node is lost every
+	// request to the log may wait out requestTimeout.
+	stream, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return r.js.Stream(ctx, r.cfg.Stream) })
+	if err != nil {
+		return fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
+	}
+	upgrade, err := r.check(ctx, stream)
 	if err != nil {
 		return err
 	}
@@ -360,7 +366,7 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		return err
 	}
 	r.advance(pos)
-	cons, err := r.consumer(ctx, pos)
+	cons, err := r.consumer(ctx, stream, pos)
 	if err != nil {
 		return err
 	}
@@ -569,11 +575,7 @@ func request[T any](ctx context.Context, do func(context.Context) (T, error)) (T
 // that has delivered past it (a crash between delivery and commit, or a
 // restored database) is moved back to it. One made with another AckWait,
 // or one that starts after the checkpoint, is re-created.
-func (r *Runner) consumer(ctx context.Context, pos uint64) (jetstream.Consumer, error) {
-	stream, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return r.js.Stream(ctx, r.cfg.Stream) })
-	if err != nil {
-		return nil, fmt.Errorf("projector %s: stream: %w", r.p.Name(), err)
-	}
+func (r *Runner) consumer(ctx context.Context, stream jetstream.Stream, pos uint64) (jetstream.Consumer, error) {
 	name := consumerName(r.p.Name())
 	c, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return stream.Consumer(ctx, name) })
 	switch {
