@@ -37,20 +37,36 @@ func readCheckpoint(ctx context.Context, q sqlx.QueryerContext, table, name stri
 	return c, nil
 }
 
-// writeCheckpoint moves name's checkpoint in table to seq. The version and
-// the stream's identity are written when the row is created, and by a
-// rebuild's switch: a batch of the live projector does not change which
-// version built the read model.
-func writeCheckpoint(ctx context.Context, tx *sqlx.Tx, table, name string, c checkpoint) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+table+` AS c (name, seq, version, stream_created, event_id) VALUES ($1, $2, $3, $4, $5)
+// writeCheckpoint moves name's checkpoint in table from seq from to c.Seq.
+// The version and the stream's identity are written when the row is
+// created, and by a rebuild's switch: a batch of the live projector does
+// not change which version built the read model.
+//
+// The move is refused with errCheckpointMoved, and the transaction must
+// then roll back, when the checkpoint is no longer at from: the writer's
+// lock was lost before it noticed (the next ping of its session is up to a
+// second away) and another runner applied the log meanwhile, or the
+// database was restored to an older checkpoint. Either way the batch would
+// apply events twice or skip some.
+func writeCheckpoint(ctx context.Context, tx *sqlx.Tx, table, name string, from uint64, c checkpoint) error {
+	res, err := tx.ExecContext(ctx, `INSERT INTO `+table+` AS c (name, seq, version, stream_created, event_id) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, updated_at = now(),
-			stream_created = CASE WHEN c.stream_created = '' THEN EXCLUDED.stream_created ELSE c.stream_created END`,
-		name, c.Seq, c.Version, c.StreamCreated, c.EventID)
+			stream_created = CASE WHEN c.stream_created = '' THEN EXCLUDED.stream_created ELSE c.stream_created END
+		WHERE c.seq = $6`,
+		name, c.Seq, c.Version, c.StreamCreated, c.EventID, from)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	} else if n == 0 {
+		return fmt.Errorf("%w (moving it from %d to %d)", errCheckpointMoved, from, c.Seq)
+	}
 	return nil
 }
+
+// errCheckpointMoved: see writeCheckpoint.
+var errCheckpointMoved = errors.New("the checkpoint is not where this writer left it: another runner applied the log, or the database was restored")
 
 // streamCreated is the stream's identity as a checkpoint stores it: a
 // stream deleted and created again has a new creation time, while a store

@@ -62,14 +62,17 @@ func (r *Runner) check(ctx context.Context, stream jetstream.Stream) (func(conte
 	return nil, nil
 }
 
-// reset puts the position where a rebuild left it, which may be behind
-// where the replaced read model was.
+// reset puts the position where the database's checkpoint is, which may be
+// behind where it was: a rebuild left it there, or the database was
+// restored.
 func (r *Runner) reset(pos uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.pos = pos
-	close(r.changed)
-	r.changed = make(chan struct{})
+	if pos != r.pos {
+		r.pos = pos
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
 }
 
 // upgrade rebuilds the read model of a projector whose version changed,

@@ -307,7 +307,7 @@ func (rb *rebuild) prepare(ctx context.Context, info *jetstream.StreamInfo) erro
 			return fmt.Errorf("create the new read model: %s: %w", f, err)
 		}
 	}
-	if err := writeCheckpoint(ctx, tx, rb.build+".projector_checkpoints", rb.m.Name(),
+	if err := writeCheckpoint(ctx, tx, rb.build+".projector_checkpoints", rb.m.Name(), 0,
 		checkpoint{Version: rb.m.Version(), StreamCreated: rb.created}); err != nil {
 		return err
 	}
@@ -592,7 +592,7 @@ func (rb *rebuild) apply(ctx context.Context, tx *sqlx.Tx, batch []*logged) erro
 	if bad > 0 {
 		rb.log.Warn("events left out, as the live projector parks them", "count", bad, "up_to", pos)
 	}
-	if err := writeCheckpoint(ctx, tx, rb.build+".projector_checkpoints", rb.m.Name(),
+	if err := writeCheckpoint(ctx, tx, rb.build+".projector_checkpoints", rb.m.Name(), rb.pos,
 		checkpoint{Seq: pos, Version: rb.m.Version(), StreamCreated: rb.created, EventID: id}); err != nil {
 		return err
 	}

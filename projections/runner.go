@@ -282,7 +282,7 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 			logged = true
 		}
 		if pos, err := r.checkpoint(ctx); err == nil {
-			r.advance(pos)
+			r.reset(pos) // back too, after a rebuild of the writing instance
 			r.following.Store(true)
 			r.setReady(true)
 			r.setState(StateStandby)
@@ -365,7 +365,11 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 	if err != nil {
 		return err
 	}
-	r.advance(pos)
+	// Where the database says, even behind where this runner was: restored
+	// to an older checkpoint, or moved back by a rebuild of another
+	// instance while this one followed, it is behind, and the events after
+	// it must be applied again, not skipped as applied.
+	r.reset(pos)
 	cons, err := r.consumer(ctx, stream, pos)
 	if err != nil {
 		return err
@@ -485,6 +489,9 @@ func (r *Runner) applyRetrying(ctx context.Context, batch []jetstream.Msg, lost 
 		err := r.apply(ctx, batch)
 		if err == nil || ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, errCheckpointMoved) {
+			return err // again from the checkpoint, once the lock is ours
 		}
 		r.cfg.Logger.Error("apply batch failed, will retry", "err", err, "retry_in", wait)
 		select {
@@ -680,7 +687,7 @@ func (r *Runner) apply(ctx context.Context, batch []jetstream.Msg) error {
 		if r.cfg.Tracer != nil {
 			ctx, span = r.startSpan(ctx, batch, len(raw))
 		}
-		err := r.commit(ctx, evs, raw, poison)
+		err := r.commit(ctx, pos, evs, raw, poison)
 		if span != nil {
 			if err != nil {
 				span.RecordError(err)
@@ -723,10 +730,10 @@ func (r *Runner) startSpan(ctx context.Context, batch []jetstream.Msg, size int)
 			attribute.Int("messaging.batch.message_count", size)))
 }
 
-// commit applies evs in one transaction with the checkpoint at the batch's
-// end. When the batch fails for an event's own fault, it is applied event
+// commit applies evs in one transaction that moves the checkpoint from
+// from to the batch's end. When the batch fails for an event's own fault, it is applied event
 // by event so the bad ones can be parked and the rest applied.
-func (r *Runner) commit(ctx context.Context, evs []events.Event, raw map[uint64]jetstream.Msg, poison map[uint64]error) error {
+func (r *Runner) commit(ctx context.Context, from uint64, evs []events.Event, raw map[uint64]jetstream.Msg, poison map[uint64]error) error {
 	if len(poison) > 0 && r.cfg.Parking == nil {
 		for seq, err := range poison {
 			return fmt.Errorf("seq %d: %w", seq, err)
@@ -767,7 +774,7 @@ func (r *Runner) commit(ctx context.Context, evs []events.Event, raw map[uint64]
 	for seq := range raw {
 		end = max(end, seq)
 	}
-	if err := writeCheckpoint(ctx, tx, "projector_checkpoints", r.p.Name(), checkpoint{Seq: end, Version: r.version(),
+	if err := writeCheckpoint(ctx, tx, "projector_checkpoints", r.p.Name(), from, checkpoint{Seq: end, Version: r.version(),
 		StreamCreated: r.created, EventID: raw[end].Headers().Get(nats.MsgIdHdr)}); err != nil {
 		return err
 	}
