@@ -164,6 +164,7 @@ type rebuild struct {
 	errs    chan error
 	back    []*logged // read, not applied: read again first
 	remain  uint64    // events still to read, as of the last one read
+	read    uint64    // the log sequence of the last event read
 	closeFn func()
 }
 
@@ -470,9 +471,28 @@ func (rb *rebuild) unread(ls ...*logged) {
 }
 
 // take reads events up to log sequence limit, at most n of them, and
-// stops when none are left to read.
+// stops when none are left to read. An event's count of those left after
+// it is as of its delivery: at the end of what it counted, take asks the
+// log once whether more came since, as events written while the rebuild
+// indexes or waits for the live tables do.
 func (rb *rebuild) take(ctx context.Context, limit uint64, n int, into []*logged) ([]*logged, error) {
-	for len(into) < n && (rb.remain > 0 || len(rb.back) > 0) {
+	for asked := false; len(into) < n; {
+		if rb.remain == 0 && len(rb.back) == 0 {
+			if asked || rb.read >= limit {
+				break
+			}
+			info, err := rb.cons.Info(ctx)
+			if err != nil {
+				return into, fmt.Errorf("read the log: %w", err)
+			}
+			asked, rb.remain = true, info.NumPending
+			if info.Delivered.Stream > rb.read {
+				rb.remain++ // sent to this reader, not read yet
+			}
+			if rb.remain == 0 {
+				break
+			}
+		}
 		m, err := rb.next(ctx, 5*time.Second)
 		if err != nil {
 			return into, err
@@ -483,9 +503,10 @@ func (rb *rebuild) take(ctx context.Context, limit uint64, n int, into []*logged
 			if err != nil {
 				return into, fmt.Errorf("read the log: %w", err)
 			}
-			rb.remain = info.NumPending
+			asked, rb.remain = true, info.NumPending
 			continue
 		}
+		rb.read = max(rb.read, m.seq)
 		if m.seq > limit {
 			rb.unread(m)
 			break

@@ -119,6 +119,39 @@ func TestRebuildBesideTheLiveModelSwitchesWhenTheyAgree(t *testing.T) {
 	}
 }
 
+// Events written after the rebuild read the log's end, while it indexes
+// its tables, must be in the new read model when it switches. The last
+// event read said nothing was left after it, which was true when it was
+// sent.
+func TestRebuildTakesWhatWasWrittenAfterItReachedTheEnd(t *testing.T) {
+	f := newFixture(t)
+	db := migrated(t)
+	live, stop := start(t, f, db, notificationsProjector(t, db), 50)
+	defer stop()
+	caughtUp(t, live, f.history(t, 60))
+
+	var last uint64
+	res, err := rebuild(t, f, db, projections.RebuildConfig{Batch: 20, Progress: func(p projections.Progress) {
+		if p.Phase == "indexing" && last == 0 {
+			last = f.history(t, 10)
+			caughtUp(t, live, last)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last == 0 {
+		t.Fatal("the rebuild reported no indexing phase")
+	}
+	if !res.Switched || len(res.Diffs) > 0 || res.Position != last {
+		t.Fatalf("rebuild: %+v; want switched at %d without differences", res, last)
+	}
+	stop() // the fresh projection takes over the projector's consumer
+	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
+		t.Fatalf("read model after the switch differs from a fresh projection:\n%s\n%s", got, want)
+	}
+}
+
 // TestRebuildAgainInTheSameProcess: a rebuild's lock is its session's, so
 // a finished rebuild must end that session. Given back to the pool with
 // the lock, it would make the next rebuild of the process, on another
