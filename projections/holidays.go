@@ -144,10 +144,13 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 		case *events.HolidayRenamed:
 			renames.add(e, v)
 		case *events.WorkspaceErased:
-			// What was held back so far comes before the erasure.
-			if err = p.flush(ctx, tx, &res, &renames); err == nil {
+			// What was held back so far comes before the erasure, each
+			// table's part before that table's erasure, holidays first.
+			if err = p.flushRenames(ctx, tx, &renames); err == nil {
 				if _, err = tx.StmtxContext(ctx, p.eraseHolidays).ExecContext(ctx, ws); err == nil {
-					_, err = tx.StmtxContext(ctx, p.eraseResources).ExecContext(ctx, ws)
+					if err = p.flushResources(ctx, tx, &res); err == nil {
+						_, err = tx.StmtxContext(ctx, p.eraseResources).ExecContext(ctx, ws)
+					}
 				}
 			}
 		default:
@@ -160,22 +163,35 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 	return p.flush(ctx, tx, &res, &renames)
 }
 
-// flush applies the resource upserts and the renames held back, one
-// statement each, and empties them.
+// flush applies the renames and the resource upserts held back, one
+// statement each, and empties them. Renames go first: a batch then writes
+// holidays before resources whatever its events, the order of Tables, in
+// which a rebuild's switch locks them.
 func (p *Holidays) flush(ctx context.Context, tx *sqlx.Tx, res *resourceRows, renames *renameRows) error {
-	if len(res.id) > 0 {
-		if _, err := tx.StmtxContext(ctx, p.upsertResources).ExecContext(ctx, pq.Array(res.ws), pq.Array(res.id), pq.Array(res.name),
-			pq.Array(res.country), pq.Array(res.active), pq.Array(res.guest), pq.Array(res.seq)); err != nil {
-			return fmt.Errorf("apply %d resource upserts: %w", len(res.id), err)
-		}
-		*res = resourceRows{}
+	if err := p.flushRenames(ctx, tx, renames); err != nil {
+		return err
 	}
+	return p.flushResources(ctx, tx, res)
+}
+
+func (p *Holidays) flushRenames(ctx context.Context, tx *sqlx.Tx, renames *renameRows) error {
 	if len(renames.id) > 0 {
 		if _, err := tx.StmtxContext(ctx, p.rename).ExecContext(ctx, pq.Array(renames.ws), pq.Array(renames.id),
 			pq.Array(renames.reason), pq.Array(renames.seq)); err != nil {
 			return fmt.Errorf("apply %d renames: %w", len(renames.id), err)
 		}
 		*renames = renameRows{}
+	}
+	return nil
+}
+
+func (p *Holidays) flushResources(ctx context.Context, tx *sqlx.Tx, res *resourceRows) error {
+	if len(res.id) > 0 {
+		if _, err := tx.StmtxContext(ctx, p.upsertResources).ExecContext(ctx, pq.Array(res.ws), pq.Array(res.id), pq.Array(res.name),
+			pq.Array(res.country), pq.Array(res.active), pq.Array(res.guest), pq.Array(res.seq)); err != nil {
+			return fmt.Errorf("apply %d resource upserts: %w", len(res.id), err)
+		}
+		*res = resourceRows{}
 	}
 	return nil
 }

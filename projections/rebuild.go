@@ -622,6 +622,13 @@ func (rb *rebuild) apply(ctx context.Context, tx *sqlx.Tx, batch []*logged) erro
 	return nil
 }
 
+// retryable: a lock wait that ended (lock_timeout) or a deadlock; the
+// transaction did nothing, and trying again may succeed.
+func retryable(err error) bool {
+	pqErr := (*pq.Error)(nil)
+	return errors.As(err, &pqErr) && (pqErr.Code == "55P03" || pqErr.Code == "40P01")
+}
+
 // switchOver holds the live read model's writes (reads go on), brings the
 // new one to the live one's position, compares them, and switches them if
 // they agree or the switch is forced. It reports false when the live one
@@ -641,6 +648,12 @@ func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 	// projector wait: once granted, no batch is half done, and the live
 	// checkpoint is the live tables' position.
 	if _, err := tx.ExecContext(ctx, `LOCK TABLE `+strings.Join(live, ", ")+` IN EXCLUSIVE MODE`); err != nil {
+		if retryable(err) {
+			// A batch that took the tables in another order than Tables
+			// says: PostgreSQL ended one of the two, here the switch.
+			rb.log.Info("switch met a batch of the live projector; trying again", "err", err)
+			return false, nil
+		}
 		return false, err
 	}
 	lc, err := readCheckpoint(ctx, tx, rb.live+".projector_checkpoints", rb.m.Name())
@@ -700,7 +713,7 @@ func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 	for _, s := range stmts {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
 			undo()
-			if pqErr := (*pq.Error)(nil); errors.As(err, &pqErr) && (pqErr.Code == "55P03" || pqErr.Code == "40P01") {
+			if retryable(err) {
 				rb.unread(batch...)
 				rb.log.Info("switch waited too long for the live tables; trying again", "err", err)
 				return false, nil // lock_timeout or a deadlock: nothing done, try again
