@@ -92,6 +92,10 @@ func (noStoreMetrics) GaveUp()                {}
 type Result struct {
 	Seq    uint64
 	Events []events.Event
+	// Earlier are the events of this decision that an earlier attempt of
+	// the same request appended (see ExecuteAgain), as the log holds them,
+	// with their positions; they are not appended again, and not in Events.
+	Earlier []events.Event
 }
 
 // Store runs commands against aggregates of one kind. Commands on one
@@ -199,17 +203,24 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 	if err != nil {
 		return Result{}, err
 	}
-	var inLog map[string]bool
+	var inLog map[string]events.Event
 	if again {
 		if inLog, err = s.ids(ctx, c.key); err != nil {
 			return Result{}, err
 		}
 	}
-	var appended []events.Event
+	var appended, earlier []events.Event
 	for attempt := 1; ; attempt++ {
 		evs, err := decide(c.agg)
 		if inLog != nil {
-			evs = slices.DeleteFunc(evs, func(e events.Event) bool { return inLog[e.ID] })
+			earlier = earlier[:0]
+			evs = slices.DeleteFunc(evs, func(e events.Event) bool {
+				prior, ok := inLog[e.ID]
+				if ok {
+					earlier = append(earlier, prior)
+				}
+				return ok
+			})
 		}
 		if err != nil || len(evs) == 0 {
 			// A refusal or a no-op appends nothing, so no expected-sequence
@@ -220,16 +231,16 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 			} else if !current {
 				continue
 			}
-			return Result{Seq: c.seq, Events: appended}, err
+			return Result{Seq: c.seq, Events: appended, Earlier: earlier}, err
 		}
-		raced, err := s.appendEach(ctx, c, evs, &appended)
+		raced, err := s.appendEach(ctx, c, evs, &appended, &earlier)
 		if err != nil {
 			return Result{}, err
 		}
 		if !raced {
 			s.remember(c)
 			s.maybeSnapshot(ctx, c)
-			return Result{Seq: c.seq, Events: appended}, nil
+			return Result{Seq: c.seq, Events: appended, Earlier: earlier}, nil
 		}
 		if attempt == s.cfg.MaxAttempts {
 			s.cfg.Metrics.GaveUp()
@@ -238,13 +249,13 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 	}
 }
 
-// ids returns the ids of the events on subject. The cached state need not
-// be caught up here: a decision on stale state loses its expected-sequence
+// ids returns the events on subject by id. The cached state need not be
+// caught up here: a decision on stale state loses its expected-sequence
 // check, or, appending nothing, is checked by current, and is decided again.
-func (s *Store[A]) ids(ctx context.Context, subject string) (map[string]bool, error) {
-	ids := map[string]bool{}
+func (s *Store[A]) ids(ctx context.Context, subject string) (map[string]events.Event, error) {
+	ids := map[string]events.Event{}
 	if _, err := s.log.Read(ctx, subject, 0, func(e events.Event) error {
-		ids[e.ID] = true
+		ids[e.ID] = e
 		return nil
 	}); err != nil {
 		return nil, unavailable(fmt.Errorf("read %s: %w", subject, err))
@@ -252,10 +263,11 @@ func (s *Store[A]) ids(ctx context.Context, subject string) (map[string]bool, er
 	return ids, nil
 }
 
-// appendEach appends evs one by one on c, applying each. raced reports that
+// appendEach appends evs one by one on c, applying each; an event the log
+// already has from an earlier attempt goes to earlier. raced reports that
 // another writer moved the log under the command: c is then caught up and
 // the command must be decided again.
-func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Event, appended *[]events.Event) (raced bool, err error) {
+func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Event, appended, earlier *[]events.Event) (raced bool, err error) {
 	for _, e := range evs {
 		last, err := s.log.Append(ctx, c.key, c.seq, e)
 		if errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrAlreadyAppended) {
@@ -271,6 +283,8 @@ func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Ev
 			// same request got it through. It happened; having read it, go
 			// on. Deciding again could never converge, since the decision
 			// would name the same id again.
+			e.Seq = last
+			*earlier = append(*earlier, e)
 			continue
 		}
 		if err != nil {

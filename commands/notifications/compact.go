@@ -188,8 +188,21 @@ func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient str
 	if err != nil {
 		return Erased{}, fmt.Errorf("erase %s: %w", subject, err)
 	}
-	out.Seq = res.Seq
-	if out.Events, err = c.finish(ctx, subject, res.Seq, true); err != nil {
+	// The cut is the erasure's own event. A retry of a request whose first
+	// attempt appended it (and then failed) finds it in the log, maybe
+	// with notifications sent after it, which the erasure must not take;
+	// its receipt is the one that event records.
+	for _, e := range slices.Concat(res.Events, res.Earlier) {
+		if p, err := events.Decode(e); err == nil {
+			if v, ok := p.(*events.InboxErased); ok {
+				out.ErasureID, out.Notifications, out.Seq = v.ErasureID, v.Notifications, e.Seq
+			}
+		}
+	}
+	if out.Seq == 0 {
+		return Erased{}, fmt.Errorf("erase %s: the erasure's event is neither appended nor in the log", subject)
+	}
+	if out.Events, err = c.finish(ctx, subject, out.Seq, true); err != nil {
 		return out, err
 	}
 	return out, nil

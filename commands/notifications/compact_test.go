@@ -197,6 +197,38 @@ func TestCompactionRestatesTheInboxAndErasesWhatWasDeleted(t *testing.T) {
 	}
 }
 
+// A retried erasure (same Idempotency-Key) whose first attempt appended
+// its event, then failed before answering, cuts at that event: not at the
+// inbox's last event, which may be a notification sent since.
+func TestRetriedErasureCutsAtItsOwnEvent(t *testing.T) {
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	f.send(t, "alice", "before")
+	admin := commands.Caller{WorkspaceID: "w1", UserID: "dpo", IdempotencyKey: "erase-alice-1"}
+	first, err := f.compactor.Erase(ctx, admin, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.send(t, "alice", "after 1")
+	f.send(t, "alice", "after 2")
+
+	admin.Again = true
+	again, err := f.compactor.Erase(ctx, admin, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ErasureID != first.ErasureID || again.Seq != first.Seq || again.Notifications != first.Notifications {
+		t.Errorf("the retry's receipt %+v, want the first one's %+v", again, first)
+	}
+	var got []string
+	for _, e := range f.history(t, "alice") {
+		got = append(got, e.Type)
+	}
+	if want := []string{"InboxErased", "NotificationSent", "NotificationSent"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the retried erasure the log holds %v, want %v: the erasure and what was sent after it", got, want)
+	}
+}
+
 func TestErasureLeavesOneEventAndNoContent(t *testing.T) {
 	f := newLogFixture(t, 0)
 	ctx := t.Context()
