@@ -118,3 +118,10 @@ func inboxSubject(c commands.Caller) string {
 func workspaceSubjects(c commands.Caller, kind string) string {
 	return events.Subject(c.WorkspaceID, events.Aggregate{Kind: kind, ID: "*"})
 }
+
+// workspaceSubject is the caller's workspace's own subject, which holds its
+// erasure: an erasure removes every holiday and resource event, so their
+// subjects no longer tell a read what it must wait for.
+func workspaceSubject(c commands.Caller) string {
+	return events.Subject(c.WorkspaceID, events.Aggregate{Kind: events.KindWorkspace, ID: c.WorkspaceID})
+}

@@ -98,8 +98,9 @@ func (s *Server) holidayRoutes() {
 			writeOK(w, data)
 			return nil
 		}
-		// The lists show every holiday of the workspace, and resources.
-		if err := s.fresh(w, r, s.cfg.HolidaysProjected, workspaceSubjects(c, events.KindHoliday), workspaceSubjects(c, events.KindResource)); err != nil {
+		// The lists show every holiday of the workspace, and resources,
+		// and none once the workspace is erased.
+		if err := s.fresh(w, r, s.cfg.HolidaysProjected, workspaceSubjects(c, events.KindHoliday), workspaceSubjects(c, events.KindResource), workspaceSubject(c)); err != nil {
 			return err
 		}
 		var data any
@@ -145,7 +146,7 @@ func (s *Server) getHoliday(w http.ResponseWriter, r *http.Request, c commands.C
 		return s.cfg.HolidayHistory.AsOf(r.Context(), c.WorkspaceID, id, at)
 	}
 	holiday := events.Subject(c.WorkspaceID, events.Aggregate{Kind: events.KindHoliday, ID: id})
-	if err := s.fresh(w, r, s.cfg.HolidaysProjected, holiday, workspaceSubjects(c, events.KindResource)); err != nil {
+	if err := s.fresh(w, r, s.cfg.HolidaysProjected, holiday, workspaceSubjects(c, events.KindResource), workspaceSubject(c)); err != nil {
 		return nil, err
 	}
 	return s.cfg.HolidayQueries.Get(r.Context(), c.WorkspaceID, id)

@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"astro/events"
 	"astro/events/natstest"
@@ -173,4 +176,56 @@ func TestErasureOnRequest(t *testing.T) {
 	s.call("PUT", "/api/data/holidays/"+h1.ID, alice, map[string]any{"reason": "back?"}).want(t, 404)
 	// And w1 lives on: a new holiday is a new history.
 	s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "after", "type": "global", "dateFrom": "2027-06-01", "dateTo": "2027-06-02"}).want(t, 200)
+}
+
+// A holiday read after a workspace's erasure was answered shows none of
+// the workspace's holidays, however far behind the holidays projector is:
+// it waits for the projector to apply the erasure, as after any write.
+func TestHolidayReadsAfterAWorkspaceErasure(t *testing.T) {
+	s := startService(t)
+	alice, dpo := token(t, "alice", "w1"), token(t, "dpo", "w1", "data:erase")
+	var h struct{ ID string }
+	s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "ERASED-HOLIDAY", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-02"}).want(t, 200).decode(t, &h)
+	s.call("GET", "/api/data/holidays/"+h.ID, alice, nil).want(t, 200) // in the read model
+
+	// The projector stays behind while the test holds its table (reads go on).
+	db, err := sqlx.Open("postgres", s.env["ASTRO_DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tx, err := db.Beginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.Exec(`LOCK TABLE holidays IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	s.call("POST", "/api/data/erasure/workspace", dpo, nil).want(t, 200)
+
+	reads := []string{"/api/data/holidays/global", "/api/data/holidays/" + h.ID}
+	answers := make([]envelope, len(reads))
+	var wg sync.WaitGroup
+	for i, path := range reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = s.callRaw(t, "GET", path, alice, nil)
+		}()
+	}
+	wg.Wait()
+	for i, path := range reads {
+		if a := answers[i]; a.Status != 503 || a.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s while the projector is behind the erasure: %d, want 503 with Retry-After (the read model still has the holiday): %s", path, a.Status, a.raw)
+		}
+	}
+
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if list := s.call("GET", reads[0], alice, nil).want(t, 200); strings.Contains(string(list.Data), "ERASED-HOLIDAY") {
+		t.Fatalf("the erased workspace's list: %s", list.Data)
+	}
+	s.call("GET", reads[1], alice, nil).want(t, 404)
 }
