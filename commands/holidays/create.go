@@ -3,7 +3,6 @@ package holidays
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -92,41 +91,68 @@ func (cmd Create) validate(validCountry func(string) bool) (events.HolidayCreate
 		out.DateFrom, out.DateTo = from.Format(time.DateOnly), to.Format(time.DateOnly)
 	}
 
-	for _, c := range cmd.CountryIDs {
-		c = strings.ToUpper(strings.TrimSpace(c))
-		if !validCountry(c) {
-			v.Add("countryId", fmt.Sprintf("%q is not an ISO 3166-1 alpha-2 country code.", c))
-		} else if !slices.Contains(out.CountryIDs, c) {
-			out.CountryIDs = append(out.CountryIDs, c)
-		}
-	}
 	switch {
 	case out.Type == events.HolidayCountry && len(cmd.CountryIDs) == 0:
 		v.Add("countryId", "A country holiday needs at least one country.")
 	case out.Type != events.HolidayCountry && len(cmd.CountryIDs) > 0:
 		v.Add("countryId", "Only country holidays have countries.")
-	case len(out.CountryIDs) > maxCountries:
-		v.Add("countryId", fmt.Sprintf("At most %d countries.", maxCountries))
-	}
-
-	for _, r := range cmd.ResourceIDs {
-		r = strings.ToLower(strings.TrimSpace(r))
-		if !events.ValidUUID(r) {
-			// What the api could not name (events.UUIDFor).
-			v.Add("resources", fmt.Sprintf("%q is not a resource id: a UUID, or another id (named by its name-based UUID) of %s.", r, events.NameRule))
-		} else if !slices.Contains(out.ResourceIDs, r) {
-			out.ResourceIDs = append(out.ResourceIDs, r)
+	default:
+		out.CountryIDs = distinct(v, "countryId", cmd.CountryIDs,
+			func(c string) string { return strings.ToUpper(strings.TrimSpace(c)) }, validCountry,
+			func(c string) string { return fmt.Sprintf("%q is not an ISO 3166-1 alpha-2 country code.", c) })
+		if len(out.CountryIDs) > maxCountries {
+			v.Add("countryId", fmt.Sprintf("At most %d countries.", maxCountries))
 		}
 	}
-	switch {
-	case out.Type == events.HolidayPeople && len(cmd.ResourceIDs) == 0:
+
+	switch n := len(cmd.ResourceIDs); {
+	case out.Type == events.HolidayPeople && n == 0:
 		v.Add("resources", "A people holiday needs at least one resource.")
-	case out.Type != events.HolidayPeople && len(cmd.ResourceIDs) > 0:
+	case out.Type != events.HolidayPeople && n > 0:
 		v.Add("resources", "Only people holidays have assigned resources; global and country holidays apply to every resource in scope.")
-	case len(out.ResourceIDs) > maxResources:
+	case n > maxResources:
+		// Counted as sent, before any entry is read: a 256 KiB body holds
+		// tens of thousands of names, and the 1–1000 of the API counts
+		// entries, duplicates included.
 		v.Add("resources", fmt.Sprintf("At most %d resources.", maxResources))
+	default:
+		out.ResourceIDs = distinct(v, "resources", cmd.ResourceIDs,
+			func(r string) string { return strings.ToLower(strings.TrimSpace(r)) }, events.ValidUUID,
+			// What the api could not name (events.UUIDFor).
+			func(r string) string {
+				return fmt.Sprintf("%q is not a resource id: a UUID, or another id (named by its name-based UUID) of %s.", r, events.NameRule)
+			})
 	}
 	return out, v.Err()
+}
+
+// maxEntryMessages is how many invalid entries of one list are named each:
+// naming every one of a body's thousands would make an answer of megabytes.
+const maxEntryMessages = 10
+
+// distinct returns the valid entries of list, normalised by norm, each
+// once and in order; invalid entries are reported under field, the first
+// maxEntryMessages by name and the rest counted in one message.
+func distinct(v commands.Validation, field string, list []string, norm func(string) string, valid func(string) bool, invalid func(string) string) []string {
+	out := []string{} // an empty list, never null, as events have always carried it
+	seen := map[string]bool{}
+	bad := 0
+	for _, s := range list {
+		s = norm(s)
+		switch {
+		case !valid(s):
+			if bad++; bad <= maxEntryMessages {
+				v.Add(field, invalid(s))
+			}
+		case !seen[s]:
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	if more := bad - maxEntryMessages; more > 0 {
+		v.Add(field, fmt.Sprintf("Further invalid entries not listed: %d.", more))
+	}
+	return out
 }
 
 // parseDate reads an ISO date. Clients that only have date-times send

@@ -28,6 +28,25 @@ type Holiday struct {
 // NewHoliday returns the state of a holiday that does not exist yet.
 func NewHoliday() *Holiday { return &Holiday{} }
 
+// Size is the holiday's memory in bytes, for the aggregate cache's budget:
+// a people holiday's resource ids (up to 1,000 of them, 52 bytes each with
+// their string headers) are most of it, where the cache would otherwise
+// count a fixed 256.
+func (h *Holiday) Size() int {
+	const (
+		header    = 120 // the struct: a bool, four strings, two slices
+		stringHdr = 16
+	)
+	n := header + len(h.Reason) + len(h.Type) + len(h.DateFrom) + len(h.DateTo)
+	for _, ids := range [][]string{h.CountryIDs, h.ResourceIDs} {
+		n += cap(ids) * stringHdr
+		for _, id := range ids {
+			n += len(id)
+		}
+	}
+	return n
+}
+
 // Apply implements commands.Aggregate.
 func (h *Holiday) Apply(e events.Event) error {
 	p, err := events.Decode(e)

@@ -1,6 +1,7 @@
 package holidays
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -80,5 +81,96 @@ func TestRenameDecisions(t *testing.T) {
 	r, ok := ps[0].(events.HolidayRenamed)
 	if err != nil || !ok || r.OldReason != "Old" || r.NewReason != "New" {
 		t.Fatalf("rename: %+v %v", ps, err)
+	}
+}
+
+// TestCreateBoundsLists: a 256 KiB body holds tens of thousands of list
+// entries. A create with too many is refused before any entry is read (they
+// were de-duplicated pairwise first: seconds of CPU), and bad entries are
+// named a few at a time (each had a message: answers of megabytes).
+func TestCreateBoundsLists(t *testing.T) {
+	list := func(n int, format string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf(format, i)
+		}
+		return out
+	}
+	people := Create{Reason: ptr("Offsite"), Type: "people", DateFrom: "2027-03-01", DateTo: "2027-03-01"}
+	doubled := append(list(500, "abcdef00-0000-4000-8000-%012d"), list(500, "ABCDEF00-0000-4000-8000-%012d")...)
+	cases := []struct {
+		name  string
+		mod   func(*Create)
+		field string // "": accepted
+		count int    // the field's messages
+		last  string // the field's last message
+		ids   int    // resource ids kept
+	}{
+		{"50,000 names", func(c *Create) { c.ResourceIDs = list(50000, "r%d") }, "resources", 1, "At most 1000 resources.", 0},
+		{"50,000 UUIDs", func(c *Create) { c.ResourceIDs = list(50000, "00000000-0000-4000-8000-%012d") }, "resources", 1, "At most 1000 resources.", 0},
+		{"50,000 names on a global holiday", func(c *Create) { c.Type = "global"; c.ResourceIDs = list(50000, "r%d") }, "resources", 1,
+			"Only people holidays have assigned resources; global and country holidays apply to every resource in scope.", 0},
+		{"1,000 bad names", func(c *Create) { c.ResourceIDs = list(1000, "r%d") }, "resources", maxEntryMessages + 1, "Further invalid entries not listed: 990.", 0},
+		{"11 bad names", func(c *Create) { c.ResourceIDs = list(11, "r%d") }, "resources", maxEntryMessages + 1, "Further invalid entries not listed: 1.", 0},
+		{"10 bad names", func(c *Create) { c.ResourceIDs = list(10, "r%d") }, "resources", maxEntryMessages,
+			`"r9" is not a resource id: a UUID, or another id (named by its name-based UUID) of ` + events.NameRule + ".", 0},
+		{"5,000 bad countries", func(c *Create) { c.Type = "country"; c.CountryIDs = list(5000, "X%d") }, "countryId", maxEntryMessages + 1, "Further invalid entries not listed: 4990.", 0},
+		{"1,000 entries naming 500 resources", func(c *Create) { c.ResourceIDs = doubled }, "", 0, "", 500},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := people
+			tc.mod(&c)
+			got, err := c.validate(validCountry)
+			if tc.field == "" {
+				if err != nil || len(got.ResourceIDs) != tc.ids {
+					t.Fatalf("want accepted with %d resources, got %d, %v", tc.ids, len(got.ResourceIDs), err)
+				}
+				return
+			}
+			e, ok := err.(*commands.Error)
+			if !ok || e.Code != commands.EInvalid {
+				t.Fatalf("want validationErrors.%s, got %v", tc.field, err)
+			}
+			msgs := e.Fields[tc.field]
+			if len(msgs) != tc.count || msgs[len(msgs)-1] != tc.last {
+				t.Fatalf("validationErrors.%s: %d messages, last %q; want %d, last %q", tc.field, len(msgs), msgs[len(msgs)-1], tc.count, tc.last)
+			}
+			if len(got.ResourceIDs) != tc.ids {
+				t.Fatalf("%d resource ids kept, want %d: entries past the limit are not read", len(got.ResourceIDs), tc.ids)
+			}
+		})
+	}
+}
+
+// TestHolidaySize: the command store's cache bounds its bytes by what
+// aggregates say they hold, and counts one that says nothing as 256 bytes;
+// a holiday of 1,000 resources holds some 55 KB.
+func TestHolidaySize(t *testing.T) {
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+	}
+	full := &Holiday{Created: true, Reason: "Offsite", Type: events.HolidayPeople, DateFrom: "2027-03-01", DateTo: "2027-03-01",
+		CountryIDs: []string{}, ResourceIDs: ids}
+	cases := []struct {
+		name     string
+		h        *Holiday
+		min, max int
+	}{
+		{"not created", NewHoliday(), 1, 255},
+		{"global", &Holiday{Created: true, Reason: "New Year", Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01"}, 1, 255},
+		{"1,000 resources", full, 36000, 100000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ok := any(tc.h).(commands.Sizer)
+			if !ok {
+				t.Fatal("a holiday does not say its size: the cache counts it as 256 bytes")
+			}
+			if n := s.Size(); n < tc.min || n > tc.max {
+				t.Fatalf("Size() = %d, want %d to %d", n, tc.min, tc.max)
+			}
+		})
 	}
 }
