@@ -195,6 +195,26 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	backoff := 25 * time.Millisecond
+	// retake decides what follows a takeover's failed Update. Another
+	// request that took over first is found at once, as a fresh claim to
+	// wait for; a full bucket stays full until records expire; any other
+	// failure is waited out, not spun on in round trips until the deadline.
+	retake := func(err error) error {
+		switch {
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			return nil
+		case full(err):
+			return fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
+		}
+		select {
+		case <-ctx.Done():
+			return kvErr("take over idempotency key", err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+		return nil
+	}
 	for {
 		rec := Record{Request: fingerprint, Pending: true, ClaimedAt: s.cfg.Now().UTC()}
 		val, _ := json.Marshal(rec)
@@ -229,10 +249,10 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			if err == nil {
 				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal, again: true}, nil, nil
 			}
-			if full(err) {
-				return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
+			if err := retake(err); err != nil {
+				return nil, nil, err
 			}
-			continue // someone else took over first
+			continue
 		case !found.Pending:
 			if found.Body != nil {
 				if found.Body, err = openBody(seal, found.Body); err != nil {
@@ -246,7 +266,10 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			if err == nil {
 				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal, again: true}, nil, nil
 			}
-			continue // someone else took over first
+			if err := retake(err); err != nil {
+				return nil, nil, err
+			}
+			continue
 		}
 		waiting = true
 		select {

@@ -306,3 +306,81 @@ func TestAnswersAreSealed(t *testing.T) {
 		t.Fatalf("another request: %v, want ErrMismatch", err)
 	}
 }
+
+// failingUpdates is a bucket whose Update fails, as a store refusing
+// writes does.
+type failingUpdates struct {
+	jetstream.KeyValue
+	err     error
+	updates int
+}
+
+func (f *failingUpdates) Update(context.Context, string, []byte, uint64) (uint64, error) {
+	f.updates++
+	return 0, f.err
+}
+
+// TestTakeoverFailures: taking a record over (a stale claim, an unanswered
+// request) whose write fails answers the store's error. On a full bucket
+// that is ErrFull at once; any other failure is waited out between
+// attempts. Both used to retry at once, round trip after round trip, and
+// answer a bare deadline error when the caller's time was up.
+func TestTakeoverFailures(t *testing.T) {
+	broken := errors.New("writes are failing")
+	cases := []struct {
+		name       string
+		maxBytes   int64
+		unanswered bool  // the record is an unanswered request's, not a stale claim
+		fill       bool  // fill the bucket before the takeover
+		updateErr  error // every Update fails with it
+		want       error
+	}{
+		{"stale claim on a full bucket", 16 << 10, false, true, nil, ErrFull},
+		{"stale claim while writes fail", 0, false, false, broken, broken},
+		{"unanswered request while writes fail", 0, true, false, broken, broken},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &clock{now: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+			s := open(t, Config{ClaimTimeout: 15 * time.Second, Now: clk.Now, MaxBytes: tc.maxBytes})
+			ctx := t.Context()
+			// Keys of one length make records of one size, so the full
+			// bucket has no room for the takeover's record either.
+			first, _, err := s.Begin(ctx, "k000", "req")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.unanswered {
+				if err := first.Unanswered(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; tc.fill; i++ {
+				_, _, err := s.Begin(ctx, fmt.Sprintf("f%03d", i), "req")
+				if errors.Is(err, ErrFull) {
+					break
+				}
+				if err != nil || i == 999 {
+					t.Fatalf("filling the bucket, claim %d: %v", i, err)
+				}
+			}
+			// Fractional seconds make the takeover's record longer than the
+			// stale one: a full bucket still takes a replacement no larger.
+			clk.add(16*time.Second + 123456789)
+			failing := &failingUpdates{KeyValue: s.kv, err: tc.updateErr}
+			if tc.updateErr != nil {
+				s.kv = failing
+			}
+			short, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, _, err = s.Begin(short, "k000", "req")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Begin: %v, want %v", err, tc.want)
+			}
+			// A second at 25 ms doubling is 6 attempts; spinning was thousands.
+			if failing.updates > 20 {
+				t.Fatalf("%d takeover attempts within a second", failing.updates)
+			}
+		})
+	}
+}
