@@ -334,24 +334,9 @@ func (s *Server) caller(r *http.Request) (commands.Caller, error) {
 		UserID:        claims.UserID,
 		WorkspaceID:   claims.WorkspaceID,
 		Scopes:        claims.Scopes,
-		Integration:   integrationName(r.Header.Get("x-integration-name")),
+		Integration:   IntegrationName(r.Header.Get("x-integration-name")),
 		CorrelationID: r.Header.Get("X-Request-Id"),
 	}, nil
-}
-
-// integrationName keeps what a log line and an event header can safely
-// carry of x-integration-name.
-func integrationName(v string) string {
-	v = strings.TrimSpace(v)
-	if len(v) > 100 {
-		v = v[:100]
-	}
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, v)
 }
 
 // decode reads a JSON body into dst. Unknown fields are ignored: clients may

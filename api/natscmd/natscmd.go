@@ -170,7 +170,7 @@ func (s *Server) caller(ctx context.Context, m *nats.Msg, reqID string) (command
 				UserID:         claims.UserID,
 				WorkspaceID:    claims.WorkspaceID,
 				Scopes:         claims.Scopes,
-				Integration:    header(m, "x-integration-name"),
+				Integration:    api.IntegrationName(header(m, "x-integration-name")),
 				CorrelationID:  reqID,
 				IdempotencyKey: header(m, "Idempotency-Key"),
 			}, nil
