@@ -71,10 +71,11 @@ func (l *Log) ListParked(ctx context.Context, projector string, fn func(Parked) 
 	if projector != "" {
 		filter = ParkedSubject(projector)
 	}
-	cons, err := l.parked.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	cons, err := l.parked.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, InactiveThreshold: scanInactive})
 	if err != nil {
 		return fmt.Errorf("parked stream: %w", err)
 	}
+	defer release(l.parked, cons)
 	if cons.CachedInfo().NumPending == 0 {
 		return nil
 	}

@@ -20,8 +20,9 @@ type ScanFrom struct {
 
 // Scan calls fn for every event on subjects matching filter (wildcards
 // allowed), in log order, from the given position up to the end of the log
-// as it was when the scan began. It uses an ordered consumer: no state is
-// left on the server.
+// as it was when the scan began. It reads through an ordered consumer,
+// which lives on the server while the scan runs and is deleted as it ends
+// (see release).
 func (l *Log) Scan(ctx context.Context, filter string, from ScanFrom, fn func(events.Event) error) error {
 	return l.scan(ctx, filter, from, false, fn)
 }
@@ -124,10 +125,14 @@ var errStop = errors.New("stop")
 // each calls fn with every message an ordered consumer of cfg delivers, up
 // to the end of the stream as it was when it began (or on, with follow).
 func each(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, follow bool, fn func(m jetstream.Msg, seq uint64) error) error {
+	cfg.InactiveThreshold = scanInactive
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	// Deferred first so it runs last, once the iterator has stopped
+	// pulling from the consumer it deletes.
+	defer release(st, cons)
 	if !follow && cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
@@ -157,4 +162,41 @@ func each(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsume
 			return nil
 		}
 	}
+}
+
+// scanInactive is how long the server keeps a scan's consumer that no one
+// pulls from: the backstop for a release that did not happen (connection
+// lost, process gone). nats.go's default, 5 minutes, let reads that users
+// drive pile consumers up on the server. The server counts a consumer
+// with a pull request waiting as active, and the iterator keeps one
+// waiting until its buffer (500 messages) is full, so only a callback
+// that stalls this long on a full buffer loses the consumer; the ordered
+// consumer then notices a missed heartbeat (10 s) and makes a new one
+// after the last message it returned, so that scan is slower, still
+// complete (checked with a 1 s threshold: 1,200 events, a 3 s stall,
+// every event in order, 10 s late).
+const scanInactive = 30 * time.Second
+
+// releaseTimeout bounds the delete of a scan's consumer.
+const releaseTimeout = 5 * time.Second
+
+// release deletes the server-side consumer an ordered consumer reads
+// through, which stopping its iterator does not. The name comes from the
+// info, not the creation, since a reset replaces the consumer under a new
+// name (nats.go deletes the replaced ones itself). The delete runs in the
+// background because on a cluster it is a meta-leader commit the caller,
+// often serving a request, need not wait for. It cannot outlive the
+// connection for long: it is bounded by releaseTimeout, and on a closed
+// or draining connection nats.go fails it at once, without panicking. A
+// failure is left to scanInactive.
+func release(st jetstream.Stream, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		_ = st.DeleteConsumer(ctx, info.Name)
+	}()
 }

@@ -1,0 +1,151 @@
+package natslog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/events"
+	"astro/events/natslog"
+)
+
+// Every read through an ordered consumer leaves nothing on the server once
+// it returns: reads come from user requests (a holiday's asOf, a parked
+// listing), so a consumer left behind each time is server memory that
+// clients drive.
+func TestReadsLeaveNoConsumers(t *testing.T) {
+	holiday := events.KindSubjects(events.KindHoliday)
+	none := func(events.Event) error { return nil }
+	errEnough := errors.New("enough")
+	for _, tc := range []struct {
+		name string
+		read func(ctx context.Context, l *natslog.Log) error
+	}{
+		{"scan to the end", func(ctx context.Context, l *natslog.Log) error {
+			return l.Scan(ctx, holiday, natslog.ScanFrom{Seq: 2}, none)
+		}},
+		{"scan of an empty range", func(ctx context.Context, l *natslog.Log) error {
+			return l.Scan(ctx, "astro.events.w9.holiday.*", natslog.ScanFrom{}, none)
+		}},
+		{"scan its callback stops", func(ctx context.Context, l *natslog.Log) error {
+			err := l.Scan(ctx, holiday, natslog.ScanFrom{}, func(events.Event) error { return errEnough })
+			if !errors.Is(err, errEnough) {
+				return fmt.Errorf("scan stopped by its callback: %v, want %v", err, errEnough)
+			}
+			return nil
+		}},
+		{"scan across both streams", func(ctx context.Context, l *natslog.Log) error {
+			return l.Scan(ctx, "astro.events.>", natslog.ScanFrom{}, none)
+		}},
+		{"read all of a subject", func(ctx context.Context, l *natslog.Log) error {
+			return l.ReadAll(ctx, holidaySubject("h0"), none)
+		}},
+		{"follow until cancelled", func(ctx context.Context, l *natslog.Log) error {
+			ctx, cancel := context.WithCancel(ctx)
+			err := l.Follow(ctx, holiday, natslog.ScanFrom{}, func(e events.Event) error {
+				if e.Seq == 5 {
+					cancel()
+				}
+				return nil
+			})
+			if !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("follow: %v, want context.Canceled", err)
+			}
+			return nil
+		}},
+		{"erase, reading headers", func(ctx context.Context, l *natslog.Log) error {
+			_, err := l.EraseBefore(ctx, holidaySubject("h0"), 3, false)
+			return err
+		}},
+		{"list parked events", func(ctx context.Context, l *natslog.Log) error {
+			for seq := range uint64(3) {
+				if err := l.Park(ctx, "p1", holidaySubject("h0"), nats.Header{}, []byte("{}"), seq+1, "test"); err != nil {
+					return err
+				}
+			}
+			n := 0
+			if err := l.ListParked(ctx, "p1", func(natslog.Parked) error { n++; return nil }); err != nil || n != 3 {
+				return fmt.Errorf("listed %d parked events, want 3: %v", n, err)
+			}
+			return nil
+		}},
+		{"list no parked events", func(ctx context.Context, l *natslog.Log) error {
+			return l.ListParked(ctx, "p1", func(natslog.Parked) error { return nil })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := openLog(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			appendHolidays(ctx, t, l, 5)
+			if err := tc.read(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+			noConsumersLeft(ctx, t, l.JetStream())
+		})
+	}
+}
+
+func holidaySubject(id string) string {
+	return events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: id})
+}
+
+// appendHolidays appends n events, alternating between two holidays.
+func appendHolidays(ctx context.Context, t *testing.T, l *natslog.Log, n int) {
+	t.Helper()
+	last := map[string]uint64{}
+	for i := range n {
+		h := fmt.Sprintf("h%d", i%2)
+		seq, err := l.Append(ctx, holidaySubject(h), last[h], renamed(t, fmt.Sprint("e", i), h, "a", "b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last[h] = seq
+	}
+}
+
+// noConsumersLeft waits a few seconds for every stream to have no
+// consumer: the delete may run after the read returns, but long before
+// the server's inactivity threshold would remove a consumer forgotten.
+func noConsumersLeft(ctx context.Context, t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left, err := consumers(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumers left on the server: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// consumers lists "stream/consumer" for every consumer of every stream.
+func consumers(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	var out []string
+	streams := js.StreamNames(ctx)
+	for name := range streams.Name() {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		names := st.ConsumerNames(ctx)
+		for c := range names.Name() {
+			out = append(out, name+"/"+c)
+		}
+		if err := names.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, streams.Err()
+}
