@@ -158,7 +158,15 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 		return err
 	}
 	// The workspace's holiday budget is counted in the read model: it
-	// must hold every holiday created before this one.
+	// must hold every holiday created before this one. Creates of one
+	// workspace that ran at once would each count without the others, and
+	// pass the budget together: here they run one at a time.
+	release, ok := s.creates.acquire(r.Context(), c.WorkspaceID)
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		return commands.Errorf(commands.ETooManyRequests, "Too many holidays of this workspace being created at once; retry after 1 s.")
+	}
+	defer release()
 	if err := s.fresh(w, r, s.cfg.HolidaysProjected, workspaceSubjects(c, events.KindHoliday)); err != nil {
 		return err
 	}

@@ -115,6 +115,7 @@ type Server struct {
 	other   RouteMetrics // requests no route matched
 	recs    recorderPool
 	slots   *slots
+	creates *slots // one holiday create per workspace at a time: see createHoliday
 	tokens  *tokenCache
 	sends   SendAnswers
 	methods methodTable
@@ -156,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(tokenCacheSize), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), methods: methods, metrics: cfg.Metrics,
+	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(tokenCacheSize), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), creates: newSlots(1, 5*time.Second), methods: methods, metrics: cfg.Metrics,
 		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max), hub: newHub(cfg.InboxLog, cfg.Logger)}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}

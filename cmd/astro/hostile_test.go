@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -389,6 +390,40 @@ func TestOptionsAndOversizedHeaders(t *testing.T) {
 // the whole workspace crawl. A workspace's people holidays are bounded in
 // resource-days; past the bound a create answers 422, and other workspaces
 // are not affected.
+// Creates of one workspace sent at once are counted against its budget as
+// if sent one by one: each would otherwise read the budget without the
+// others and pass it together.
+func TestConcurrentCreatesKeepTheBudget(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	resources := make([]string, 1000)
+	for i := range resources {
+		resources[i] = idOf(fmt.Sprintf("r%04d", i))
+	}
+	big := map[string]any{"reason": "Sabbatical", "type": "people", "dateFrom": "2028-01-01", "dateTo": "2028-12-31", "resources": resources}
+	const n = 16 // 366,000 resource-days each: two fit in 1,000,000
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = s.callRaw(t, "POST", "/api/data/holidays", alice, big).Status
+		}()
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, st := range statuses {
+		count[st]++
+	}
+	if count[200] != 2 || count[200]+count[422] != n {
+		t.Fatalf("%d concurrent creates of 366,000 resource-days against a budget of 1,000,000: %v (status: count), want 2 created and the rest 422", n, count)
+	}
+	if created := s.logEvents(t, "HolidayCreated"); len(created) != 2 {
+		t.Fatalf("%d holidays created, want 2", len(created))
+	}
+}
+
 func TestWorkspaceHolidayBudget(t *testing.T) {
 	s := startService(t)
 	alice := token(t, "alice", "w1")
