@@ -26,6 +26,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,6 +56,8 @@ type Config struct {
 	// Answers answers a send; a retry of one delivered before needs the
 	// read model.
 	Answers api.SendAnswers
+	// Workers is how many sends an instance answers at once; default 32.
+	Workers int
 	Logger  *slog.Logger
 }
 
@@ -72,17 +75,54 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 32
+	}
 	return &Server{nc: nc, cfg: cfg}, nil
 }
 
-// Run serves until ctx ends. Instances share the work through a queue group.
+// Run serves until ctx ends, then waits for the sends under way. Instances
+// share the work through a queue group. Each answers up to Workers sends
+// at once: a send may wait up to its 10 s (for an Idempotency-Key another
+// request holds, for the read model), and the subscription's one goroutine
+// would hold every send behind it. Past Workers the subscription waits,
+// and its pending limits push back as before.
 func (s *Server) Run(ctx context.Context) error {
-	sub, err := s.nc.QueueSubscribe(SendSubject, "astro", func(m *nats.Msg) { s.send(ctx, m) })
+	busy := make(chan struct{}, s.cfg.Workers)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		closed bool // under mu: a callback after it starts nothing, so every Add precedes the Wait
+	)
+	sub, err := s.nc.QueueSubscribe(SendSubject, "astro", func(m *nats.Msg) {
+		mu.Lock()
+		if closed {
+			mu.Unlock()
+			return
+		}
+		wg.Add(1)
+		mu.Unlock()
+		select {
+		case busy <- struct{}{}:
+		case <-ctx.Done():
+			wg.Done()
+			return // not answered: the requester times out, as when no instance runs
+		}
+		go func() {
+			defer func() { <-busy; wg.Done() }()
+			s.send(ctx, m)
+		}()
+	})
 	if err != nil {
 		return err
 	}
 	<-ctx.Done()
-	return sub.Drain()
+	err = sub.Unsubscribe()
+	mu.Lock()
+	closed = true
+	mu.Unlock()
+	wg.Wait()
+	return err
 }
 
 func (s *Server) send(ctx context.Context, m *nats.Msg) {

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/api/auth"
+	"astro/api/idempotency"
 	"astro/api/natscmd"
 )
 
@@ -135,6 +137,69 @@ func TestNATSCommandAuthorization(t *testing.T) {
 }
 
 // natsRequest sends msg and decodes the reply's envelope.
+// A NATS send that waits (here for an Idempotency-Key another request
+// holds) does not hold up the sends behind it.
+func TestNATSSendsDoNotWaitForEachOther(t *testing.T) {
+	s := startService(t)
+	nc := s.connectNATS()
+	svc := token(t, "svc", "w1", "notifications:send")
+	body := []byte(`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`)
+	send := func(key string) *nats.Msg {
+		msg := nats.NewMsg(natscmd.SendSubject)
+		msg.Data = body
+		msg.Header.Set("Authorization", "Bearer "+svc)
+		if key != "" {
+			msg.Header.Set("Idempotency-Key", key)
+		}
+		return msg
+	}
+
+	// Another request holds the key, as the instance running it would.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.Open(t.Context(), js, idempotency.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _, err := store.Begin(t.Context(), idempotency.Key("w1", "svc", "held"),
+		idempotency.RequestHash("NATS", natscmd.SendSubject, body, "notifications:send"))
+	if err != nil || claim == nil {
+		t.Fatalf("claim the key: %v, %v", claim, err)
+	}
+
+	// The held send first (one connection keeps the order), then another.
+	replies, err := nc.SubscribeSync(nats.NewInbox())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := send("held")
+	first.Reply = replies.Subject
+	if err := nc.PublishMsg(first); err != nil {
+		t.Fatal(err)
+	}
+	if env := natsRequest(t, nc, send("")); !env.Success {
+		t.Fatalf("the send behind the waiting one: %+v", env)
+	}
+	if n, _, _ := replies.Pending(); n != 0 {
+		t.Fatal("the held send was answered before the one behind it: the instance answered them one at a time")
+	}
+
+	// Given up by its holder, the key is the waiting send's.
+	if err := claim.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := replies.NextMsg(15 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env envelope
+	if err := json.Unmarshal(resp.Data, &env); err != nil || !env.Success {
+		t.Fatalf("the held send, once the key was free: %s (%v)", resp.Data, err)
+	}
+}
+
 func natsRequest(t *testing.T, nc *nats.Conn, msg *nats.Msg) envelope {
 	t.Helper()
 	resp, err := nc.RequestMsg(msg, 10*time.Second)
