@@ -81,7 +81,7 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	return &Server{nc: nc, cfg: cfg}, nil
 }
 
-// Run serves until ctx ends, then waits for the sends under way. Instances
+// Run serves until ctx ends, then lets the sends under way finish. Instances
 // share the work through a queue group. Each answers up to Workers sends
 // at once: a send may wait up to its 10 s (for an Idempotency-Key another
 // request holds, for the read model), and the subscription's one goroutine
@@ -110,7 +110,10 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		go func() {
 			defer func() { <-busy; wg.Done() }()
-			s.send(ctx, m)
+			// A send under way when the service stops runs to its end (its
+			// own 10 s bound, within the shutdown's grace): cut short, its
+			// event could be in the log while its sender gets an error.
+			s.send(context.WithoutCancel(ctx), m)
 		}()
 	})
 	if err != nil {

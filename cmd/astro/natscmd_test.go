@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -198,6 +200,71 @@ func TestNATSSendsDoNotWaitForEachOther(t *testing.T) {
 	if err := json.Unmarshal(resp.Data, &env); err != nil || !env.Success {
 		t.Fatalf("the held send, once the key was free: %s (%v)", resp.Data, err)
 	}
+}
+
+// A NATS send under way when the service is stopped runs to its end and
+// is answered: cut short, its event could be in the log while its sender
+// got an error, and a retry without a key would send it twice.
+func TestNATSSendUnderWayAtShutdownIsAnswered(t *testing.T) {
+	s := startService(t)
+	nc := s.connectNATS()
+	svc := token(t, "svc", "w1", "notifications:send")
+	body := []byte(`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.Open(t.Context(), js, idempotency.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The send waits for a key another request holds, so that it is under
+	// way when the stop comes.
+	claim, _, err := store.Begin(t.Context(), idempotency.Key("w1", "svc", "held"),
+		idempotency.RequestHash("NATS", natscmd.SendSubject, body, "notifications:send"))
+	if err != nil || claim == nil {
+		t.Fatalf("claim the key: %v, %v", claim, err)
+	}
+	replies, err := nc.SubscribeSync(nats.NewInbox())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(natscmd.SendSubject)
+	msg.Data, msg.Reply = body, replies.Subject
+	msg.Header.Set("Authorization", "Bearer "+svc)
+	msg.Header.Set("Idempotency-Key", "held")
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	// The service has it once an unkeyed send published after it is answered.
+	plain := nats.NewMsg(natscmd.SendSubject)
+	plain.Data = body
+	plain.Header.Set("Authorization", "Bearer "+svc)
+	natsRequest(t, nc, plain)
+
+	stopped := make(chan struct{})
+	go func() { s.stop(); close(stopped) }()
+	waitFor(t, 10*time.Second, func() error { // the stop has begun
+		if resp, err := s.client.Get(s.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return errors.New("the service still answers ready")
+			}
+		}
+		return nil
+	})
+	if err := claim.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := replies.NextMsg(15 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env envelope
+	if err := json.Unmarshal(resp.Data, &env); err != nil || !env.Success {
+		t.Fatalf("the send under way at shutdown: %s (%v)", resp.Data, err)
+	}
+	<-stopped
 }
 
 func natsRequest(t *testing.T, nc *nats.Conn, msg *nats.Msg) envelope {
