@@ -40,6 +40,12 @@ func main() {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts a graceful shutdown; a second one, while it
+	// runs, ends the process at once, as Go's default handling does.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if os.Getenv("GOMAXPROCS") == "" {
 		go newProcs().run(ctx)
 	}

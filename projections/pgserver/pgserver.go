@@ -266,7 +266,11 @@ func launch(ctx context.Context, bin, dir string, cred *syscall.Credential, cfg 
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT}
+	// Its own process group: a Ctrl-C in the terminal goes to Astro alone,
+	// which stops the server after its grace period, rather than to the
+	// server too, which would end every session at once. Pdeathsig still
+	// stops it if Astro dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
 
 	s := &Server{url: serverURL(port), dir: dir, logger: logger, exited: make(chan struct{})}
 	if err := s.spawn(cmd); err != nil {
