@@ -263,8 +263,34 @@ func keptSecret(dataDir, name string) ([]byte, error) {
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
 	secret := hex.EncodeToString(raw)
-	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+	// Created exclusively: of two processes starting on a fresh data
+	// directory (the service and "astro token"), one writes the secret and
+	// the other reads it, rather than each keeping its own.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return keptSecretWritten(path, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keep %s: %w", name, err)
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("keep %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("keep %s: %w", name, err)
 	}
 	return []byte(secret), nil
+}
+
+// keptSecretWritten reads the secret another process is writing to path,
+// waiting a moment for it to be complete.
+func keptSecretWritten(path, name string) ([]byte, error) {
+	for range 50 {
+		if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+			return []byte(strings.TrimSpace(string(b))), nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("keep %s: %s exists but holds no secret; remove it to have one generated", name, path)
 }

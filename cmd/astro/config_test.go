@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"astro/api/auth"
 )
 
 func TestSecondInstanceOnADataDirIsRefused(t *testing.T) {
@@ -65,5 +67,24 @@ func TestConfig(t *testing.T) {
 				t.Fatalf("rate %v, want %v", cfg.RateLimit, c.rate)
 			}
 		})
+	}
+}
+
+// A token "astro token" signs is one the service accepts, also when the
+// secret setting ends in a newline, as one read from a file does: both
+// trim it.
+func TestTokenCommandTrimsTheSecretAsTheService(t *testing.T) {
+	secret := strings.Repeat("k", 40)
+	env := map[string]string{"ASTRO_JWT_SECRET": secret + "\n", "ASTRO_DATA_DIR": t.TempDir()}
+	var out strings.Builder
+	if err := run(t.Context(), []string{"token", "--user", "u", "--workspace", "w"}, func(k string) string { return env[k] }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.NewVerifier(t.Context(), auth.Config{HS256Secret: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(t.Context(), strings.TrimSpace(out.String())); err != nil {
+		t.Fatalf("the service refuses the token astro token signed: %v", err)
 	}
 }

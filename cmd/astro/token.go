@@ -28,7 +28,9 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 		fs.Usage()
 		return errors.New("token: --user and --workspace are required")
 	}
-	secret, err := jwtSecret(getenv("ASTRO_JWT_SECRET"), "", *dataDir)
+	// Trimmed as the service trims it: a secret from a file or a
+	// Kubernetes secret often ends in a newline.
+	secret, err := jwtSecret(strings.TrimSpace(getenv("ASTRO_JWT_SECRET")), "", *dataDir)
 	if err != nil {
 		return err
 	}
