@@ -169,14 +169,16 @@ func TestDeployKubernetes(t *testing.T) {
 	for _, e := range dig(c, "env").([]any) {
 		v, ok := dig(e, "value").(string)
 		if !ok && dig(e, "valueFrom") != nil {
-			v = "from-a-secret"
+			v = "from-a-secret-" + strings.Repeat("x", 32) // long enough for a key
 		}
 		env[fmt.Sprint(dig(e, "name"))] = v
 	}
 	if env["ASTRO_STREAM_REPLICAS"] != "3" {
 		t.Errorf("ASTRO_STREAM_REPLICAS %v, want 3 on the cluster", env["ASTRO_STREAM_REPLICAS"])
 	}
-	for _, name := range []string{"ASTRO_NATS_URL", "ASTRO_DATABASE_URL", "ASTRO_NATS_PASSWORD", "ASTRO_METRICS_ADDR"} {
+	// Every replica the same ticket key: a browser's stream ticket from one
+	// opens the stream on another (each would make its own otherwise).
+	for _, name := range []string{"ASTRO_NATS_URL", "ASTRO_DATABASE_URL", "ASTRO_NATS_PASSWORD", "ASTRO_METRICS_ADDR", "ASTRO_STREAM_TICKET_KEY"} {
 		if _, ok := env[name]; !ok {
 			t.Errorf("astro has no %s", name)
 		}
