@@ -2,8 +2,9 @@
 // binaries, initialises a cluster on first use, runs the postmaster as a child
 // process of the program and stops it again.
 //
-// The server listens on 127.0.0.1 only, with unix sockets disabled, and trusts
-// every local connection as the superuser role "astro". It is meant for a
+// The server listens on 127.0.0.1 only, with unix sockets disabled, and takes
+// only the superuser role "astro" with its password, which is kept in the
+// cluster directory (astro.password, 0600) and is in URL. It is meant for a
 // developer's machine, tests and CI; production points Astro at a real
 // database with ASTRO_DATABASE_URL instead.
 //
@@ -120,13 +121,29 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 
+	pw, err := password(dir)
+	if err != nil {
+		return nil, err
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if s, err := reuse(ctx, dir, logger); s != nil || err != nil {
+	if s, err := reuse(ctx, dir, pw, logger); s != nil || err != nil {
+		if err == nil {
+			err = s.secure(ctx, pw, cred)
+		}
 		return s, err
 	}
 	for {
-		s, err := launch(ctx, bin, dir, cred, cfg, logger)
+		s, err := launch(ctx, bin, dir, pw, cred, cfg, logger)
+		if err == nil {
+			if err = s.secure(ctx, pw, cred); err != nil {
+				stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = s.Stop(stopCtx)
+			}
+			return s, err
+		}
 		if !errors.Is(err, errShmemInUse) {
 			return s, err
 		}
@@ -140,8 +157,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 }
 
-// URL is a lib/pq connection URL for the superuser "astro" and database
-// "postgres".
+// URL is a lib/pq connection URL for the superuser "astro", with its
+// password, and database "postgres".
 func (s *Server) URL() string { return s.url }
 
 // Stop asks postgres for a fast shutdown (open transactions are rolled back)
@@ -205,7 +222,7 @@ func (s *Server) wait(ctx context.Context) error {
 
 // reuse returns a Server for a postmaster already serving dir, or nil when
 // there is none and one has to be started.
-func reuse(ctx context.Context, dir string, logger *slog.Logger) (*Server, error) {
+func reuse(ctx context.Context, dir, pw string, logger *slog.Logger) (*Server, error) {
 	pidFile := filepath.Join(dir, "postmaster.pid")
 	pid, port, err := readPIDFile(pidFile)
 	switch {
@@ -226,7 +243,7 @@ func reuse(ctx context.Context, dir string, logger *slog.Logger) (*Server, error
 		}
 		return nil, nil
 	}
-	s := &Server{url: serverURL(port), pid: pid, dir: dir, logger: logger}
+	s := &Server{url: serverURL(port, pw), pid: pid, dir: dir, logger: logger}
 	err = waitReady(ctx, s.url, func() bool { return !s.running() })
 	if errors.Is(err, errExited) {
 		return nil, nil
@@ -239,7 +256,7 @@ func reuse(ctx context.Context, dir string, logger *slog.Logger) (*Server, error
 }
 
 // launch starts postgres on dir and waits until it accepts connections.
-func launch(ctx context.Context, bin, dir string, cred *syscall.Credential, cfg Config, logger *slog.Logger) (*Server, error) {
+func launch(ctx context.Context, bin, dir, pw string, cred *syscall.Credential, cfg Config, logger *slog.Logger) (*Server, error) {
 	port := cfg.Port
 	if port == 0 {
 		var err error
@@ -272,7 +289,7 @@ func launch(ctx context.Context, bin, dir string, cred *syscall.Credential, cfg 
 	// stops it if Astro dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
 
-	s := &Server{url: serverURL(port), dir: dir, logger: logger, exited: make(chan struct{})}
+	s := &Server{url: serverURL(port, pw), dir: dir, logger: logger, exited: make(chan struct{})}
 	if err := s.spawn(cmd); err != nil {
 		return nil, fmt.Errorf("pgserver: start postgres: %w", err)
 	}
@@ -343,8 +360,8 @@ func waitReady(ctx context.Context, url string, gone func() bool) error {
 	}
 }
 
-func serverURL(port int) string {
-	return fmt.Sprintf("postgres://astro@127.0.0.1:%d/postgres?sslmode=disable", port)
+func serverURL(port int, pw string) string {
+	return fmt.Sprintf("postgres://astro:%s@127.0.0.1:%d/postgres?sslmode=disable", pw, port)
 }
 
 // freePort asks the kernel for an unused port. Another process could take it

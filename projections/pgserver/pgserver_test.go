@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,7 +85,7 @@ func TestRestartKeepsData(t *testing.T) {
 	t.Parallel()
 	dir := newDataDir(t)
 	s := start(t, dir)
-	if !strings.HasPrefix(s.URL(), "postgres://astro@127.0.0.1:") {
+	if !strings.HasPrefix(s.URL(), "postgres://astro:") || !strings.Contains(s.URL(), "@127.0.0.1:") {
 		t.Errorf("URL() = %q", s.URL())
 	}
 	mustExec(t, s, "select 1")
@@ -97,6 +98,49 @@ func TestRestartKeepsData(t *testing.T) {
 	if got := count(t, start(t, dir)); got != 2 {
 		t.Errorf("after restart: %d rows, want 2", got)
 	}
+}
+
+// The server listens on loopback, where every local user and process can
+// reach it: only the role astro with its password gets in, also on a
+// cluster an older Astro left trusting every local connection.
+func TestOnlyAstroWithItsPasswordGetsIn(t *testing.T) {
+	t.Parallel()
+	dir := newDataDir(t)
+	s := start(t, dir)
+	refused := func(s *Server) {
+		t.Helper()
+		mustExec(t, s, "select 1")
+		u, err := url.Parse(s.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, user := range map[string]*url.Userinfo{
+			"astro without a password":    url.User("astro"),
+			"astro with another password": url.UserPassword("astro", "guess"),
+			"postgres without a password": url.User("postgres"),
+		} {
+			other := *u
+			other.User = user
+			db, err := sql.Open("postgres", other.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.PingContext(t.Context()); err == nil {
+				t.Errorf("%s got in", what)
+			}
+			db.Close()
+		}
+	}
+	refused(s)
+
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	trust := "host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n"
+	if err := os.WriteFile(filepath.Join(s.dir, "pg_hba.conf"), []byte(trust), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused(start(t, dir))
 }
 
 func TestStalePIDFile(t *testing.T) {

@@ -1,0 +1,89 @@
+package pgserver
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// passwordFile holds the role's password, in the cluster directory, 0600 to
+// whoever runs Astro: the server listens on loopback, where every local
+// user and process can reach it.
+const passwordFile = "astro.password"
+
+// hba is the cluster's pg_hba.conf: the role "astro" with its password,
+// over loopback (unix sockets are off), and nothing else.
+const hba = `# Written by Astro (projections/pgserver): only the role "astro", with the
+# password in astro.password, over loopback. Rewritten at each start.
+host all astro 127.0.0.1/32 scram-sha-256
+host all astro ::1/128 scram-sha-256
+`
+
+// password returns the cluster's password, making it on first use.
+// Created exclusively, so two programs starting on one cluster agree.
+func password(dir string) (string, error) {
+	path := filepath.Join(dir, passwordFile)
+	raw := make([]byte, 24)
+	_, _ = rand.Read(raw)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		_, err = f.WriteString(hex.EncodeToString(raw) + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", fmt.Errorf("pgserver: keep the password: %w", err)
+		}
+	case !errors.Is(err, os.ErrExist):
+		return "", fmt.Errorf("pgserver: keep the password: %w", err)
+	}
+	for range 50 { // another start may be writing it
+		if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+			return strings.TrimSpace(string(b)), nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return "", fmt.Errorf("pgserver: %s holds no password; remove it and pg_hba.conf's Astro lines to start over", path)
+}
+
+// secure makes the running server ask for the password: initdb's cluster,
+// and one an older Astro left, trust every local connection as superuser.
+// The password is set first (a connection now still gets in either way),
+// then pg_hba.conf is written and the server reloads it.
+func (s *Server) secure(ctx context.Context, pw string, cred *syscall.Credential) error {
+	path := filepath.Join(s.dir, "pg_hba.conf")
+	if b, err := os.ReadFile(path); err == nil && string(b) == hba {
+		return nil
+	}
+	db, err := sql.Open("postgres", s.url)
+	if err != nil {
+		return fmt.Errorf("pgserver: %w", err)
+	}
+	defer db.Close()
+	// A hex password needs no quoting, and ALTER ROLE takes no parameters.
+	if _, err := db.ExecContext(ctx, `ALTER ROLE astro PASSWORD '`+pw+`'`); err != nil {
+		return fmt.Errorf("pgserver: set the password: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(hba), 0o600); err != nil {
+		return fmt.Errorf("pgserver: write pg_hba.conf: %w", err)
+	}
+	if cred != nil {
+		if err := os.Chown(path, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("pgserver: %w", err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `SELECT pg_reload_conf()`); err != nil {
+		return fmt.Errorf("pgserver: reload pg_hba.conf: %w", err)
+	}
+	s.logger.Info("postgres now asks for the password", "file", filepath.Join(s.dir, passwordFile))
+	return nil
+}
