@@ -390,17 +390,27 @@ func TestOptionsAndOversizedHeaders(t *testing.T) {
 // the whole workspace crawl. A workspace's people holidays are bounded in
 // resource-days; past the bound a create answers 422, and other workspaces
 // are not affected.
+// thousandResources names the most resources a holiday may have.
+func thousandResources() []string {
+	resources := make([]string, 1000)
+	for i := range resources {
+		resources[i] = idOf(fmt.Sprintf("r%04d", i))
+	}
+	return resources
+}
+
+// sabbatical is the largest people holiday: 366,000 resource-days.
+func sabbatical(resources []string) map[string]any {
+	return map[string]any{"reason": "Sabbatical", "type": "people", "dateFrom": "2028-01-01", "dateTo": "2028-12-31", "resources": resources}
+}
+
 // Creates of one workspace sent at once are counted against its budget as
 // if sent one by one: each would otherwise read the budget without the
 // others and pass it together.
 func TestConcurrentCreatesKeepTheBudget(t *testing.T) {
 	s := startService(t)
 	alice := token(t, "alice", "w1")
-	resources := make([]string, 1000)
-	for i := range resources {
-		resources[i] = idOf(fmt.Sprintf("r%04d", i))
-	}
-	big := map[string]any{"reason": "Sabbatical", "type": "people", "dateFrom": "2028-01-01", "dateTo": "2028-12-31", "resources": resources}
+	big := sabbatical(thousandResources())
 	const n = 16 // 366,000 resource-days each: two fit in 1,000,000
 	statuses := make([]int, n)
 	var wg sync.WaitGroup
@@ -427,11 +437,8 @@ func TestConcurrentCreatesKeepTheBudget(t *testing.T) {
 func TestWorkspaceHolidayBudget(t *testing.T) {
 	s := startService(t)
 	alice := token(t, "alice", "w1")
-	resources := make([]string, 1000)
-	for i := range resources {
-		resources[i] = idOf(fmt.Sprintf("r%04d", i))
-	}
-	big := map[string]any{"reason": "Sabbatical", "type": "people", "dateFrom": "2028-01-01", "dateTo": "2028-12-31", "resources": resources}
+	resources := thousandResources()
+	big := sabbatical(resources)
 	for range 2 { // 732,000 resource-days
 		s.call("POST", "/api/data/holidays", alice, big).want(t, 200)
 	}

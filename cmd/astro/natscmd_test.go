@@ -139,25 +139,22 @@ func TestNATSCommandAuthorization(t *testing.T) {
 }
 
 // natsRequest sends msg and decodes the reply's envelope.
-// A NATS send that waits (here for an Idempotency-Key another request
-// holds) does not hold up the sends behind it.
-func TestNATSSendsDoNotWaitForEachOther(t *testing.T) {
-	s := startService(t)
-	nc := s.connectNATS()
-	svc := token(t, "svc", "w1", "notifications:send")
-	body := []byte(`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`)
-	send := func(key string) *nats.Msg {
-		msg := nats.NewMsg(natscmd.SendSubject)
-		msg.Data = body
-		msg.Header.Set("Authorization", "Bearer "+svc)
-		if key != "" {
-			msg.Header.Set("Idempotency-Key", key)
-		}
-		return msg
-	}
+// heldSend is a NATS send of svc in w1 under an Idempotency-Key that
+// another request holds, as the instance running it would: the service
+// waits for the key, up to the send's 10 s, or until release.
+type heldSend struct {
+	nc      *nats.Conn
+	body    []byte
+	svc     string
+	claim   *idempotency.Claim
+	replies *nats.Subscription // the held send's answer
+}
 
-	// Another request holds the key, as the instance running it would.
-	js, err := jetstream.New(nc)
+func holdSend(t *testing.T, s *service) heldSend {
+	t.Helper()
+	h := heldSend{nc: s.connectNATS(), svc: token(t, "svc", "w1", "notifications:send"),
+		body: []byte(`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`)}
+	js, err := jetstream.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,40 +162,64 @@ func TestNATSSendsDoNotWaitForEachOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim, _, err := store.Begin(t.Context(), idempotency.Key("w1", "svc", "held"),
-		idempotency.RequestHash("NATS", natscmd.SendSubject, body, "notifications:send"))
-	if err != nil || claim == nil {
-		t.Fatalf("claim the key: %v, %v", claim, err)
+	h.claim, _, err = store.Begin(t.Context(), idempotency.Key("w1", "svc", "held"),
+		idempotency.RequestHash("NATS", natscmd.SendSubject, h.body, "notifications:send"))
+	if err != nil || h.claim == nil {
+		t.Fatalf("claim the key: %v, %v", h.claim, err)
 	}
+	if h.replies, err = h.nc.SubscribeSync(nats.NewInbox()); err != nil {
+		t.Fatal(err)
+	}
+	held := h.send("held")
+	held.Reply = h.replies.Subject
+	if err := h.nc.PublishMsg(held); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
 
-	// The held send first (one connection keeps the order), then another.
-	replies, err := nc.SubscribeSync(nats.NewInbox())
+// send is a send of the same body, under key unless it is "".
+func (h heldSend) send(key string) *nats.Msg {
+	msg := nats.NewMsg(natscmd.SendSubject)
+	msg.Data = h.body
+	msg.Header.Set("Authorization", "Bearer "+h.svc)
+	if key != "" {
+		msg.Header.Set("Idempotency-Key", key)
+	}
+	return msg
+}
+
+// release gives the key up and returns the held send's answer.
+func (h heldSend) release(t *testing.T) envelope {
+	t.Helper()
+	if err := h.claim.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.replies.NextMsg(15 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := send("held")
-	first.Reply = replies.Subject
-	if err := nc.PublishMsg(first); err != nil {
-		t.Fatal(err)
+	env := envelope{raw: resp.Data}
+	if err := json.Unmarshal(resp.Data, &env); err != nil {
+		t.Fatalf("reply is not an envelope: %s", resp.Data)
 	}
-	if env := natsRequest(t, nc, send("")); !env.Success {
+	return env
+}
+
+// A NATS send that waits (here for an Idempotency-Key another request
+// holds) does not hold up the sends behind it.
+func TestNATSSendsDoNotWaitForEachOther(t *testing.T) {
+	s := startService(t)
+	h := holdSend(t, s)
+	// One connection keeps the order: this one comes after the held one.
+	if env := natsRequest(t, h.nc, h.send("")); !env.Success {
 		t.Fatalf("the send behind the waiting one: %+v", env)
 	}
-	if n, _, _ := replies.Pending(); n != 0 {
+	if n, _, _ := h.replies.Pending(); n != 0 {
 		t.Fatal("the held send was answered before the one behind it: the instance answered them one at a time")
 	}
-
-	// Given up by its holder, the key is the waiting send's.
-	if err := claim.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := replies.NextMsg(15 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env envelope
-	if err := json.Unmarshal(resp.Data, &env); err != nil || !env.Success {
-		t.Fatalf("the held send, once the key was free: %s (%v)", resp.Data, err)
+	if env := h.release(t); !env.Success {
+		t.Fatalf("the held send, once the key was free: %s", env.raw)
 	}
 }
 
@@ -207,40 +228,8 @@ func TestNATSSendsDoNotWaitForEachOther(t *testing.T) {
 // got an error, and a retry without a key would send it twice.
 func TestNATSSendUnderWayAtShutdownIsAnswered(t *testing.T) {
 	s := startService(t)
-	nc := s.connectNATS()
-	svc := token(t, "svc", "w1", "notifications:send")
-	body := []byte(`{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idempotency.Open(t.Context(), js, idempotency.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The send waits for a key another request holds, so that it is under
-	// way when the stop comes.
-	claim, _, err := store.Begin(t.Context(), idempotency.Key("w1", "svc", "held"),
-		idempotency.RequestHash("NATS", natscmd.SendSubject, body, "notifications:send"))
-	if err != nil || claim == nil {
-		t.Fatalf("claim the key: %v, %v", claim, err)
-	}
-	replies, err := nc.SubscribeSync(nats.NewInbox())
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := nats.NewMsg(natscmd.SendSubject)
-	msg.Data, msg.Reply = body, replies.Subject
-	msg.Header.Set("Authorization", "Bearer "+svc)
-	msg.Header.Set("Idempotency-Key", "held")
-	if err := nc.PublishMsg(msg); err != nil {
-		t.Fatal(err)
-	}
-	// The service has it once an unkeyed send published after it is answered.
-	plain := nats.NewMsg(natscmd.SendSubject)
-	plain.Data = body
-	plain.Header.Set("Authorization", "Bearer "+svc)
-	natsRequest(t, nc, plain)
+	h := holdSend(t, s)
+	natsRequest(t, h.nc, h.send("")) // answered: the held one, before it, is under way
 
 	stopped := make(chan struct{})
 	go func() { s.stop(); close(stopped) }()
@@ -253,16 +242,8 @@ func TestNATSSendUnderWayAtShutdownIsAnswered(t *testing.T) {
 		}
 		return nil
 	})
-	if err := claim.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := replies.NextMsg(15 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env envelope
-	if err := json.Unmarshal(resp.Data, &env); err != nil || !env.Success {
-		t.Fatalf("the send under way at shutdown: %s (%v)", resp.Data, err)
+	if env := h.release(t); !env.Success {
+		t.Fatalf("the send under way at shutdown: %s", env.raw)
 	}
 	<-stopped
 }
