@@ -254,15 +254,9 @@ func ticketKey(setting, dataDir string) ([]byte, error) {
 // first time.
 func keptSecret(dataDir, name string) ([]byte, error) {
 	path := filepath.Join(dataDir, name)
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
-		return []byte(strings.TrimSpace(string(b))), nil
-	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, err
 	}
-	raw := make([]byte, 32)
-	_, _ = rand.Read(raw)
-	secret := hex.EncodeToString(raw)
 	// Created exclusively: of two processes starting on a fresh data
 	// directory (the service and "astro token"), one writes the secret and
 	// the other reads it, rather than each keeping its own.
@@ -273,6 +267,9 @@ func keptSecret(dataDir, name string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keep %s: %w", name, err)
 	}
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	secret := hex.EncodeToString(raw)
 	if _, err := f.WriteString(secret + "\n"); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("keep %s: %w", name, err)
@@ -283,8 +280,8 @@ func keptSecret(dataDir, name string) ([]byte, error) {
 	return []byte(secret), nil
 }
 
-// keptSecretWritten reads the secret another process is writing to path,
-// waiting a moment for it to be complete.
+// keptSecretWritten reads the secret kept in path, waiting a moment for
+// it to be complete when another process is writing it.
 func keptSecretWritten(path, name string) ([]byte, error) {
 	for range 50 {
 		if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {

@@ -180,10 +180,9 @@ func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient str
 		return Erased{}, err
 	}
 	now := c.now().UTC().Truncate(time.Microsecond)
-	out := Erased{ErasureID: events.NewID(now)}
+	erasureID := events.NewID(now)
 	res, err := commands.Run(ctx, c.inboxes, by, agg, now, func(in *Inbox) ([]events.Payload, error) {
-		out.Notifications = in.Len()
-		return []events.Payload{events.InboxErased{ErasureID: out.ErasureID, Notifications: in.Len()}}, nil
+		return []events.Payload{events.InboxErased{ErasureID: erasureID, Notifications: in.Len()}}, nil
 	})
 	if err != nil {
 		return Erased{}, fmt.Errorf("erase %s: %w", subject, err)
@@ -192,6 +191,7 @@ func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient str
 	// attempt appended it (and then failed) finds it in the log, maybe
 	// with notifications sent after it, which the erasure must not take;
 	// its receipt is the one that event records.
+	var out Erased
 	for _, e := range slices.Concat(res.Events, res.Earlier) {
 		if p, err := events.Decode(e); err == nil {
 			if v, ok := p.(*events.InboxErased); ok {
