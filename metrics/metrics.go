@@ -247,20 +247,22 @@ func (m *Metrics) WatchProjectors(timeout time.Duration, sources ...StatusSource
 			"Age of the oldest event not applied yet; 0 when caught up.", []string{"projector"}, nil),
 		state: prometheus.NewDesc("astro_projector_state",
 			"1 for the state the projector's runner is in here (starting, running, standby), 0 for the others.", []string{"projector", "state"}, nil),
+		waiting: prometheus.NewDesc("astro_projector_reads_waiting",
+			"Reads of this instance waiting for the projector to apply the writes they must show.", []string{"projector"}, nil),
 		failures: prometheus.NewDesc("astro_projector_status_up",
 			"1 when the projector's lag could be measured at this scrape, 0 when the log did not answer.", []string{"projector"}, nil),
 	})
 }
 
 type projectorCollector struct {
-	sources                                                   []StatusSource
-	timeout                                                   time.Duration
-	log                                                       *slog.Logger
-	position, logLast, lagEvents, lagSeconds, state, failures *prometheus.Desc
+	sources                                                            []StatusSource
+	timeout                                                            time.Duration
+	log                                                                *slog.Logger
+	position, logLast, lagEvents, lagSeconds, state, waiting, failures *prometheus.Desc
 }
 
 func (c *projectorCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.position, c.logLast, c.lagEvents, c.lagSeconds, c.state, c.failures} {
+	for _, d := range []*prometheus.Desc{c.position, c.logLast, c.lagEvents, c.lagSeconds, c.state, c.waiting, c.failures} {
 		ch <- d
 	}
 }
@@ -279,6 +281,7 @@ func (c *projectorCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, name, string(s))
 		}
 		ch <- prometheus.MustNewConstMetric(c.position, prometheus.GaugeValue, float64(st.Position), name)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.ReadsWaiting), name)
 		if err != nil {
 			c.log.Warn("projector status", "projector", name, "err", err)
 			ch <- prometheus.MustNewConstMetric(c.failures, prometheus.GaugeValue, 0, name)

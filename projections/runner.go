@@ -169,14 +169,14 @@ func (r *Runner) Position() uint64 {
 // WaitFor blocks until the read model reflects stream sequence seq, or ctx
 // ends. It is how a read keeps every answered write in view.
 func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
-	if r.following.Load() {
-		return r.followTo(ctx, seq)
-	}
 	if r.Position() >= seq {
 		return nil
 	}
 	r.waiting.Add(1)
 	defer r.waiting.Add(-1)
+	if r.following.Load() {
+		return r.followTo(ctx, seq)
+	}
 	select {
 	case r.wake <- struct{}{}:
 	default:

@@ -50,13 +50,16 @@ type Status struct {
 	// applied yet; LagSeconds the age of the oldest of them (0 when none).
 	LagEvents  uint64  `json:"lagEvents"`
 	LagSeconds float64 `json:"lagSeconds"`
+	// ReadsWaiting is how many reads of this instance wait for the
+	// projector to apply their writes (0 where only the database is read).
+	ReadsWaiting int64 `json:"readsWaiting"`
 }
 
 // Status measures the runner's lag against the log. It asks JetStream
 // (the stream, the projector's consumer, the oldest unapplied event), so
 // it is for probes and scrapes, not for every request.
 func (r *Runner) Status(ctx context.Context) (Status, error) {
-	st := Status{Projector: r.p.Name(), State: r.State(), Position: r.Position()}
+	st := Status{Projector: r.p.Name(), State: r.State(), Position: r.Position(), ReadsWaiting: r.waiting.Load()}
 	return measure(ctx, r.js, r.cfg.Stream, r.p.Subjects(), r.cfg.Now(), st)
 }
 

@@ -191,11 +191,12 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		compactions: compactions, cfg: cfg, log: log}, nil
 }
 
-// addTo adds the application's long-running parts to g: the projectors,
-// the NATS command handler, and the erasures and inbox compactions.
+// addTo adds the application's long-running parts to g: the NATS command
+// handler, the erasures and inbox compactions, and the projectors, which
+// stop last.
 func (a *app) addTo(g *group) {
 	for _, r := range a.runners {
-		g.add(r.Run)
+		g.addLast(r.Run)
 	}
 	g.add(a.cmds.Run)
 	g.add(func(ctx context.Context) error {

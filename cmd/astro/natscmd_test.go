@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -231,17 +229,7 @@ func TestNATSSendUnderWayAtShutdownIsAnswered(t *testing.T) {
 	h := holdSend(t, s)
 	natsRequest(t, h.nc, h.send("")) // answered: the held one, before it, is under way
 
-	stopped := make(chan struct{})
-	go func() { s.stop(); close(stopped) }()
-	waitFor(t, 10*time.Second, func() error { // the stop has begun
-		if resp, err := s.client.Get(s.base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return errors.New("the service still answers ready")
-			}
-		}
-		return nil
-	})
+	stopped := s.beginStop()
 	if env := h.release(t); !env.Success {
 		t.Fatalf("the send under way at shutdown: %s", env.raw)
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"astro/events"
 	"astro/events/natstest"
 )
@@ -188,20 +186,7 @@ func TestHolidayReadsAfterAWorkspaceErasure(t *testing.T) {
 	s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "ERASED-HOLIDAY", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-02"}).want(t, 200).decode(t, &h)
 	s.call("GET", "/api/data/holidays/"+h.ID, alice, nil).want(t, 200) // in the read model
 
-	// The projector stays behind while the test holds its table (reads go on).
-	db, err := sqlx.Open("postgres", s.env["ASTRO_DATABASE_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	tx, err := db.Beginx()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tx.Rollback() })
-	if _, err := tx.Exec(`LOCK TABLE holidays IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := holdTable(t, s.env["ASTRO_DATABASE_URL"], "holidays")
 	s.call("POST", "/api/data/erasure/workspace", dpo, nil).want(t, 200)
 
 	reads := []string{"/api/data/holidays/global", "/api/data/holidays/" + h.ID}
@@ -221,9 +206,7 @@ func TestHolidayReadsAfterAWorkspaceErasure(t *testing.T) {
 		}
 	}
 
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if list := s.call("GET", reads[0], alice, nil).want(t, 200); strings.Contains(string(list.Data), "ERASED-HOLIDAY") {
 		t.Fatalf("the erased workspace's list: %s", list.Data)
 	}

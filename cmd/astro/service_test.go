@@ -147,6 +147,11 @@ func startWithConfig(t testing.TB, env map[string]string, adjust func(*Config)) 
 		})
 	}
 	t.Cleanup(stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(stderr.String())
+		}
+	})
 	c, err := loadContract()
 	if err != nil {
 		t.Fatalf("api/openapi.json: %v", err)
@@ -241,6 +246,25 @@ func stopped(t testing.TB, done <-chan error, stderr *syncBuffer) bool {
 		t.Errorf("astro did not stop in time")
 		return false
 	}
+}
+
+// beginStop starts stopping the service and returns once it no longer
+// answers ready, with a channel closed when the stop is done: what a test
+// of the shutdown's grace runs against.
+func (s *service) beginStop() <-chan struct{} {
+	s.t.Helper()
+	stopped := make(chan struct{})
+	go func() { s.stop(); close(stopped) }()
+	waitFor(s.t, 10*time.Second, func() error {
+		if resp, err := s.client.Get(s.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return errors.New("the service still answers ready")
+			}
+		}
+		return nil
+	})
+	return stopped
 }
 
 func (s *service) waitReady() {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// A read under way when a shutdown begins is answered within the grace,
+// even when it waits for its read model: the projectors run until the
+// HTTP server has finished its requests.
+func TestReadUnderWayAtShutdownIsAnswered(t *testing.T) {
+	s := startService(t)
+	svc, bob := sender(t, "w1"), token(t, "bob", "w1")
+	s.send(svc, "bob", "alice", "TaskAssigned")
+	if got := s.unread(bob); got != 1 {
+		t.Fatalf("unread %d, want 1", got)
+	}
+	release := holdTable(t, s.env["ASTRO_DATABASE_URL"], "notifications")
+	s.send(svc, "bob", "alice", "TaskAssigned") // in the log, not in the read model
+
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		req, err := http.NewRequest("GET", s.base+"/api/data/notifications/unreadcount", nil)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+bob)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, body, err}
+	}()
+	waitFor(t, 10*time.Second, func() error { // the read waits for its read model
+		if n := s.scrape(s.base+"/metrics").value("astro_projector_reads_waiting", "projector", "notifications"); n != 1 {
+			return fmt.Errorf("%v reads waiting for the notifications projector, want 1", n)
+		}
+		return nil
+	})
+
+	stopped := s.beginStop()
+	release()
+
+	a := <-answered
+	if a.err != nil {
+		t.Fatalf("the read under way at shutdown: %v", a.err)
+	}
+	var env struct{ Data struct{ UnreadCount int } }
+	if err := json.Unmarshal(a.body, &env); a.status != http.StatusOK || err != nil || env.Data.UnreadCount != 2 {
+		t.Fatalf("the read under way at shutdown: %d %s, want 200 with an unread count of 2", a.status, a.body)
+	}
+	<-stopped
+}
+
+// holdTable locks table in the database at url until release (or the
+// test's end): its projector stays behind, and reads of it go on.
+func holdTable(t *testing.T, url, table string) (release func()) {
+	t.Helper()
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tx, err := db.Beginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.Exec(`LOCK TABLE ` + table + ` IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
