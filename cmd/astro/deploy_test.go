@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	dto "github.com/prometheus/client_model/go"
@@ -183,8 +184,20 @@ func TestDeployKubernetes(t *testing.T) {
 			t.Errorf("astro has no %s", name)
 		}
 	}
-	if _, err := parseConfig(nil, func(k string) string { return env[k] }, io.Discard); err != nil {
+	cfg, err := parseConfig(nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
 		t.Errorf("astro's environment is not a valid configuration: %v", err)
+	}
+	// A terminating pod goes on serving until it has left the Service's
+	// endpoints, then shuts down within its grace, and all of it before
+	// Kubernetes kills it.
+	sleep, _ := dig(c, "lifecycle", "preStop", "sleep", "seconds").(int)
+	period, _ := dig(astro, "spec", "template", "spec", "terminationGracePeriodSeconds").(int)
+	if sleep < 3 {
+		t.Errorf("astro's preStop sleep is %v s, want 3 s or more while its endpoint is removed", dig(c, "lifecycle", "preStop"))
+	}
+	if need := time.Duration(sleep)*time.Second + cfg.ShutdownGrace + 5*time.Second; time.Duration(period)*time.Second < need {
+		t.Errorf("terminationGracePeriodSeconds %d, want at least %v: the preStop sleep, the shutdown grace and a margin", period, need)
 	}
 	nats := byKind["StatefulSet/nats"]
 	if r := dig(nats, "spec", "replicas"); r != 3 {
