@@ -79,11 +79,17 @@ type Notifications struct {
 func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) {
 	q := Notifications{cached: newPosCache[Counts](1 << 16)}
 	if err := prepare(ctx, db, "notification queries", []statement{
-		{&q.page, `SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data
-			FROM notifications
-			WHERE workspace_id = $1 AND recipient_id = $2 AND ($3::bigint = 0 OR seq < $3)
-			  AND ($4 = '' OR sender_id = $4) AND (cardinality($5::text[]) = 0 OR notification_type = ANY($5))
-			ORDER BY seq DESC LIMIT ` + fmt.Sprint(PageSize)},
+		// The page and the user's counts in one statement, so one snapshot:
+		// totalCount is never from a moment other than the items'.
+		{&q.page, `SELECT c.total, c.unread, c.seq, n.id, n.sender_id, n.notification_type, n.create_date, n.subject, n.message, n.read_date, n.data
+			FROM notification_counts c CROSS JOIN LATERAL (
+				SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data, seq
+				FROM notifications
+				WHERE workspace_id = c.workspace_id AND recipient_id = c.recipient_id AND ($3::bigint = 0 OR seq < $3)
+				  AND ($4 = '' OR sender_id = $4) AND (cardinality($5::text[]) = 0 OR notification_type = ANY($5))
+				ORDER BY seq DESC LIMIT ` + fmt.Sprint(PageSize) + `) n
+			WHERE c.workspace_id = $1 AND c.recipient_id = $2
+			ORDER BY n.seq DESC`},
 		{&q.counts, `SELECT total, unread, seq FROM notification_counts WHERE workspace_id = $1 AND recipient_id = $2`},
 		{&q.seqOf, `SELECT seq FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
 		{&q.one, `SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data
@@ -133,9 +139,10 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 		return NotificationResponseDto{}, fmt.Errorf("list notifications: %w", err)
 	}
 	defer rows.Close()
+	var c Counts
 	items := make([]NotificationDto, 0, 16)
 	for rows.Next() {
-		n, err := scanNotification(rows)
+		n, err := scanNotification(countsFirst{rows, &c})
 		if err != nil {
 			return NotificationResponseDto{}, err
 		}
@@ -144,14 +151,29 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 	if err := rows.Err(); err != nil {
 		return NotificationResponseDto{}, fmt.Errorf("list notifications: %w", err)
 	}
+	if len(items) == 0 {
+		// No row to carry the counts: an empty page has no moment to agree with.
+		if c, err = q.Counts(ctx, workspaceID, userID); err != nil {
+			return NotificationResponseDto{}, err
+		}
+	} else {
+		q.cached.put(workspaceID+"/"+userID, c.Seq, c)
+	}
 	if !f.Flat {
 		items = Group(items, GroupWindow)
 	}
-	c, err := q.Counts(ctx, workspaceID, userID)
-	if err != nil {
-		return NotificationResponseDto{}, err
-	}
 	return NotificationResponseDto{Items: items, TotalCount: c.Total, UnreadCount: c.Unread}, nil
+}
+
+// countsFirst scans a page row whose first columns are the user's counts
+// into c, and the rest as a notification.
+type countsFirst struct {
+	rows *sqlx.Rows
+	c    *Counts
+}
+
+func (r countsFirst) Scan(dest ...any) error {
+	return r.rows.Scan(append([]any{&r.c.Total, &r.c.Unread, &r.c.Seq}, dest...)...)
 }
 
 // Get returns one of a user's pending notifications; found is false when
