@@ -171,7 +171,9 @@ func NewStore[A Aggregate](log Log, snaps Snapshots, fresh func() A, cfg StoreCo
 //
 // The events are appended one at a time, in order, so every prefix of them
 // must be a valid history: a failure can leave only a prefix in the log, and
-// the command is then decided again on the state that prefix made. (An atomic
+// the command is then decided again on the state that prefix made. The last
+// event completes the command: a retry (ExecuteAgain) that finds it in the
+// log appends nothing. (An atomic
 // batch would avoid that, but on a single-replica file stream JetStream
 // stages each batch in a freshly synced file store, which costs hundreds of
 // single appends.)
@@ -214,6 +216,18 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 		evs, err := decide(c.agg)
 		if inLog != nil {
 			earlier = earlier[:0]
+			if completed(evs, inLog) {
+				// The decision's last event is in the log: the earlier
+				// attempt got all of it through. What the decision adds
+				// now, on state that moved on (a send's overflow deletion
+				// of another notification), is not what the request asked.
+				for _, e := range evs {
+					if prior, ok := inLog[e.ID]; ok {
+						earlier = append(earlier, prior)
+					}
+				}
+				evs = nil
+			}
 			evs = slices.DeleteFunc(evs, func(e events.Event) bool {
 				prior, ok := inLog[e.ID]
 				if ok {
@@ -247,6 +261,16 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 			return Result{}, &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: events.ErrConflict}
 		}
 	}
+}
+
+// completed reports whether the log has the last of a decision's events:
+// then an earlier attempt of the command appended all of them.
+func completed(evs []events.Event, inLog map[string]events.Event) bool {
+	if len(evs) == 0 {
+		return false
+	}
+	_, ok := inLog[evs[len(evs)-1].ID]
+	return ok
 }
 
 // ids returns the events on subject by id. The cached state need not be

@@ -57,3 +57,44 @@ func TestRetriedSendKeepsTheCap(t *testing.T) {
 		t.Fatalf("after the retry the log holds %d pending notifications, over the cap of %d", got, MaxPending)
 	}
 }
+
+// A send under an Idempotency-Key that got through, then retried (its
+// answer lost, Caller.Again) after its notification was deleted and the
+// inbox filled to the cap, delivered already: its decision, on the full
+// inbox, would delete the oldest notification to make room, which the
+// request never asked for.
+func TestRetriedSendThatGotThroughDeletesNothing(t *testing.T) {
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	for i := range MaxPending - 1 {
+		f.send(t, "alice", fmt.Sprintf("n%d", i))
+	}
+	keyed := sender
+	keyed.IdempotencyKey = "k-1"
+	send := func(c commands.Caller) events.NotificationSent {
+		t.Helper()
+		sent, _, err := f.handlers.Send.Handle(ctx, Send{Caller: c, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001",
+			NotificationType: "task.assigned", Subject: "s", Message: "keyed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sent
+	}
+	x := send(keyed)
+	alice := commands.Caller{WorkspaceID: "w1", UserID: "alice"}
+	if _, err := f.handlers.Delete.Handle(ctx, Delete{Caller: alice, NotificationID: x.NotificationID}); err != nil {
+		t.Fatal(err)
+	}
+	f.send(t, "alice", "fills the inbox")
+	before := len(f.history(t, "alice"))
+
+	again := keyed
+	again.Again = true
+	send(again)
+	if after := f.history(t, "alice"); len(after) != before {
+		t.Fatalf("the retry appended %s; want nothing, its send got through before", after[len(after)-1].Type)
+	}
+	if got := len(f.state(t, "alice")); got != MaxPending {
+		t.Fatalf("%d pending after the retry, want %d", got, MaxPending)
+	}
+}
