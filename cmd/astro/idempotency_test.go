@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -152,6 +153,36 @@ func TestSendRetriedAfterItsNotificationWasDeleted(t *testing.T) {
 	}
 	if n := s.unread(alice); n != 0 {
 		t.Fatalf("the deleted notification came back: %d unread", n)
+	}
+}
+
+// TestHolidayCreateAfterItsKeyRecordHasGone: a create under a key whose
+// record has gone answered 200 with the first holiday, whatever it asked
+// for, and created nothing. The same request still gets the holiday it
+// made (renamed since, as it is now); another one gets 422.
+func TestHolidayCreateAfterItsKeyRecordHasGone(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	body := map[string]any{"reason": "Founders day", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-02"}
+	var first struct{ ID string }
+	s.call("POST", "/api/data/holidays", alice, body, "Idempotency-Key", "k").want(t, 200).decode(t, &first)
+	s.call("PUT", "/api/data/holidays/"+first.ID, alice, map[string]any{"reason": "Founders' day"}).want(t, 200)
+
+	forgetKeys(t, s)
+
+	var again struct{ ID, Reason string }
+	s.call("POST", "/api/data/holidays", alice, body, "Idempotency-Key", "k").want(t, 200).decode(t, &again)
+	if again.ID != first.ID || again.Reason != "Founders' day" {
+		t.Fatalf("the same create again answered %+v, want holiday %s as it is now", again, first.ID)
+	}
+	for field, value := range map[string]string{"reason": "Another day", "dateTo": "2027-05-03"} {
+		other := maps.Clone(body)
+		other[field] = value
+		forgetKeys(t, s) // else the record the request before made answers
+		s.call("POST", "/api/data/holidays", alice, other, "Idempotency-Key", "k").want(t, 422)
+	}
+	if n := len(s.logEvents(t, "HolidayCreated")); n != 1 {
+		t.Fatalf("%d HolidayCreated, want 1", n)
 	}
 }
 

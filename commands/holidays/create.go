@@ -55,8 +55,14 @@ func (h CreateHandler) Handle(ctx context.Context, cmd Create) (string, Holiday,
 	var state Holiday
 	res, err := commands.Run(ctx, h.holidays, cmd.Caller, holidayAggregate(created.HolidayID), now, func(hol *Holiday) ([]events.Payload, error) {
 		if hol.Created {
+			// An earlier request under the same key: done, if it was this
+			// one. Its key's record has gone (expired, or given up), or
+			// the record would have answered.
+			if !hol.CreatedAs(created) {
+				return nil, commands.Errorf(commands.EUnprocessable, "This Idempotency-Key was already used with a different request.")
+			}
 			state = *hol
-			return nil, nil // the same idempotent request, already done
+			return nil, nil
 		}
 		if err := h.withinBudget(ctx, cmd.Caller.WorkspaceID, created); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package holidays
 
 import (
 	"fmt"
+	"slices"
 
 	"astro/commands"
 	"astro/events"
@@ -23,6 +24,10 @@ type Holiday struct {
 	DateTo      string   `json:"dateTo"`
 	CountryIDs  []string `json:"countryIds"`
 	ResourceIDs []string `json:"resourceIds"`
+	// CreatedReason is the reason as created, before any rename: with the
+	// fields a rename leaves alone, what a create under the same
+	// Idempotency-Key must match. Snapshots from before it have none.
+	CreatedReason string `json:"createdReason,omitempty"`
 }
 
 // NewHoliday returns the state of a holiday that does not exist yet.
@@ -34,10 +39,10 @@ func NewHoliday() *Holiday { return &Holiday{} }
 // count a fixed 256.
 func (h *Holiday) Size() int {
 	const (
-		header    = 120 // the struct: a bool, four strings, two slices
+		header    = 136 // the struct: a bool, five strings, two slices
 		stringHdr = 16
 	)
-	n := header + len(h.Reason) + len(h.Type) + len(h.DateFrom) + len(h.DateTo)
+	n := header + len(h.Reason) + len(h.Type) + len(h.DateFrom) + len(h.DateTo) + len(h.CreatedReason)
 	for _, ids := range [][]string{h.CountryIDs, h.ResourceIDs} {
 		n += cap(ids) * stringHdr
 		for _, id := range ids {
@@ -56,13 +61,21 @@ func (h *Holiday) Apply(e events.Event) error {
 	switch p := p.(type) {
 	case *events.HolidayCreated:
 		*h = Holiday{Created: true, Reason: p.Reason, Type: p.Type, DateFrom: p.DateFrom, DateTo: p.DateTo,
-			CountryIDs: p.CountryIDs, ResourceIDs: p.ResourceIDs}
+			CountryIDs: p.CountryIDs, ResourceIDs: p.ResourceIDs, CreatedReason: p.Reason}
 	case *events.HolidayRenamed:
 		h.Reason = p.NewReason
 	default:
 		return fmt.Errorf("holiday: unexpected event %s", e.Type)
 	}
 	return nil
+}
+
+// CreatedAs reports whether the holiday was created as c: a create under
+// the same Idempotency-Key (so the same id) is the same request only then.
+func (h *Holiday) CreatedAs(c events.HolidayCreated) bool {
+	return h.Created && (h.CreatedReason == "" || h.CreatedReason == c.Reason) &&
+		h.Type == c.Type && h.DateFrom == c.DateFrom && h.DateTo == c.DateTo &&
+		slices.Equal(h.CountryIDs, c.CountryIDs) && slices.Equal(h.ResourceIDs, c.ResourceIDs)
 }
 
 // Rename decides a new reason: nothing when it is the current one.

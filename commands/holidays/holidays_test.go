@@ -84,6 +84,53 @@ func TestRenameDecisions(t *testing.T) {
 	}
 }
 
+// TestCreatedAs: a create under a used key is the same request only if
+// it asks for the holiday as it was created, a rename since or not.
+func TestCreatedAs(t *testing.T) {
+	first := events.HolidayCreated{HolidayID: "h1", Reason: "Old", Type: events.HolidayPeople, DateFrom: "2027-01-01", DateTo: "2027-01-02",
+		CountryIDs: []string{}, ResourceIDs: []string{"r1", "r2"}}
+	h := NewHoliday()
+	created, _ := events.New("e1", events.Meta{WorkspaceID: "w", Time: time.Now()}, events.Aggregate{Kind: events.KindHoliday, ID: "h1"}, first)
+	renamed, _ := events.New("e2", events.Meta{WorkspaceID: "w", Time: time.Now()}, events.Aggregate{Kind: events.KindHoliday, ID: "h1"},
+		events.HolidayRenamed{HolidayID: "h1", OldReason: "Old", NewReason: "New"})
+	if h.CreatedAs(first) {
+		t.Fatal("a holiday not created yet was created as asked")
+	}
+	for _, e := range []events.Event{created, renamed} {
+		if err := h.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*events.HolidayCreated)
+		same   bool
+	}{
+		{"the same", func(*events.HolidayCreated) {}, true},
+		{"another reason", func(c *events.HolidayCreated) { c.Reason = "New" }, false},
+		{"another type", func(c *events.HolidayCreated) { c.Type = events.HolidayGlobal }, false},
+		{"another start", func(c *events.HolidayCreated) { c.DateFrom = "2026-12-31" }, false},
+		{"another end", func(c *events.HolidayCreated) { c.DateTo = "2027-01-03" }, false},
+		{"other countries", func(c *events.HolidayCreated) { c.CountryIDs = []string{"GB"} }, false},
+		{"other resources", func(c *events.HolidayCreated) { c.ResourceIDs = []string{"r2", "r1"} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := first
+			tc.change(&c)
+			if got := h.CreatedAs(c); got != tc.same {
+				t.Fatalf("CreatedAs %+v: %v, want %v", c, got, tc.same)
+			}
+		})
+	}
+	// A snapshot from before CreatedReason was kept: the reason cannot be
+	// told, the rest can.
+	old := *h
+	old.CreatedReason = ""
+	if !old.CreatedAs(first) {
+		t.Fatal("a holiday from an old snapshot refused its own create")
+	}
+}
+
 // TestCreateBoundsLists: a 256 KiB body holds tens of thousands of list
 // entries. A create with too many is refused before any entry is read (they
 // were de-duplicated pairwise first: seconds of CPU), and bad entries are
