@@ -572,6 +572,7 @@ func FuzzQuery(f *testing.F) {
 		{pGlobal, "", qFilter, "date ge 2027-01-01"},
 		{pCountry, "$orderby=date desc", qFilter, "date ge 2027-01-01 and countryId eq 'GB'"},
 		{pCountry, "", qFilter, "countryId ne 'GB' or not (date lt '2027-01-01')"},
+		{pCountry, "", qFilter, "countryId eq 2147483648"}, {pCountry, "", qFilter, "countryId gt -9999999999"},
 		{pResource, "", qFilter, "resourceId eq 'r-gb' and id eq '{H1}'"},
 		{pResource, "", qFilter, "id eq '{H2}'"},
 		{pGlobal, "", qFilter, "reason eq '" + x.w1Secret + "' or 1 eq 1"},

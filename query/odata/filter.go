@@ -1,7 +1,9 @@
 package odata
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -386,8 +388,13 @@ func (p *parser) bind(f operand, op cmpOp, lit token) (*node, error) {
 			v = i
 			break
 		}
-		i, err := strconv.ParseInt(lit.text, 10, 64)
-		if lit.kind != tWord || err != nil {
+		// 32 bits, as a PostgreSQL integer column holds: past them the
+		// comparison would fail in the database, not here.
+		i, err := strconv.ParseInt(lit.text, 10, 32)
+		switch {
+		case lit.kind == tWord && errors.Is(err, strconv.ErrRange):
+			return nil, p.fail(lit, fmt.Sprintf("%s is a whole number from %d to %d, found %s", name, math.MinInt32, math.MaxInt32, describe(lit)))
+		case lit.kind != tWord || err != nil:
 			return nil, p.fail(lit, name+" is a whole number, found "+describe(lit))
 		}
 		v = i

@@ -22,7 +22,7 @@ type Kind int
 const (
 	String Kind = iota // 'quoted text'; the zero value so ids default to it
 	Date               // 2027-01-01 or '2027-01-01', bound as that text
-	Int                // whole number, bound as int64
+	Int                // whole number of 32 bits (an integer column), bound as int64
 	Bool               // true/false, only eq/ne
 	UUID               // 'quoted' 8-4-4-4-12 hex, bound lower-cased as text
 )
