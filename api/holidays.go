@@ -3,8 +3,8 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -69,7 +69,9 @@ func (l *flexList) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(it, &s); err != nil {
 			var obj struct{ ID string }
 			if err := json.Unmarshal(it, &obj); err != nil {
-				return fmt.Errorf("list items must be strings or objects with an id")
+				// The decoder names the field of a type error: the
+				// client's answer is validationErrors[field].
+				return &json.UnmarshalTypeError{Value: "list item", Type: reflect.TypeFor[string]()}
 			}
 			s = obj.ID
 		}
