@@ -139,14 +139,31 @@ func (c *Compactor) Compact(ctx context.Context, workspace, recipient string) (C
 		}
 		break
 	}
-	if len(res.Events) == 0 {
-		return Compacted{}, fmt.Errorf("compact %s: nothing appended", subject)
-	}
-	out := Compacted{Parts: len(res.Events), Seq: res.Events[0].Seq}
-	for _, e := range res.Events {
-		if p, err := events.Decode(e); err == nil {
-			out.Pending += len(p.(*events.InboxCompacted).Notifications)
+	// The compaction is the parts of the last one appended: a race lost
+	// after a first part (another instance's write between two parts)
+	// leaves that part behind, before the compaction decided again.
+	var (
+		out  Compacted
+		last string
+	)
+	for _, e := range slices.Backward(res.Events) {
+		p, err := events.Decode(e)
+		if err != nil {
+			return Compacted{}, fmt.Errorf("compact %s: %w", subject, err)
 		}
+		part := p.(*events.InboxCompacted)
+		if last == "" {
+			last = part.CompactionID
+		}
+		if part.CompactionID != last {
+			break
+		}
+		out.Parts++
+		out.Pending += len(part.Notifications)
+		out.Seq = e.Seq
+	}
+	if out.Parts == 0 {
+		return Compacted{}, fmt.Errorf("compact %s: nothing appended", subject)
 	}
 	turnover, err := c.erase.Turnover(ctx, subject)
 	if err != nil {

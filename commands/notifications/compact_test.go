@@ -1,6 +1,7 @@
 package notifications
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -194,6 +195,79 @@ func TestCompactionRestatesTheInboxAndErasesWhatWasDeleted(t *testing.T) {
 	}
 	if got, want := len(f.state(t, "alice")), 20; got != want {
 		t.Fatalf("%d pending, want %d", got, want)
+	}
+}
+
+// afterAppend is a log that calls after once an event has been appended.
+type afterAppend struct {
+	*natslog.Log
+	after func(events.Event)
+}
+
+func (l afterAppend) Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+	seq, err := l.Log.Append(ctx, subject, expected, e)
+	if err == nil {
+		l.after(e)
+	}
+	return seq, err
+}
+
+// Another instance deletes a notification between two parts of a
+// compaction: the compaction is decided again, and its first part, left
+// behind, is no part of it. The compaction cut at that part and counted it
+// in its receipt.
+func TestCompactionAfterARaceBetweenItsParts(t *testing.T) {
+	f := newLogFixture(t, 2<<10) // small parts: a compaction of several events
+	ctx := t.Context()
+	var ids []string
+	for i := range 30 {
+		ids = append(ids, f.send(t, "alice", fmt.Sprintf("message %d", i)))
+	}
+	raced := false
+	racing := afterAppend{Log: f.log, after: func(e events.Event) {
+		if raced || e.Type != "InboxCompacted" {
+			return
+		}
+		raced = true
+		if _, err := f.handlers.Delete.Handle(ctx, Delete{Caller: commands.Caller{WorkspaceID: "w1", UserID: "alice"}, NotificationID: ids[29]}); err != nil {
+			t.Error(err)
+		}
+	}}
+	store, err := commands.NewStore(racing, f.log.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := NewCompactor(store, racing, f.log, f.log.Pending(), time.Now, CompactorConfig{PartBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := comp.Compact(ctx, "w1", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !raced {
+		t.Fatal("no race: the test did not delete between two parts")
+	}
+
+	left := f.history(t, "alice")
+	compactions := map[string]int{}
+	for _, e := range left {
+		p, err := events.Decode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := p.(*events.InboxCompacted)
+		if !ok {
+			t.Fatalf("the log still holds a %s before the compaction", e.Type)
+		}
+		compactions[c.CompactionID]++
+	}
+	if len(compactions) != 1 || len(left) != res.Parts || left[0].Seq != res.Seq || res.Pending != 29 {
+		t.Fatalf("receipt %+v, log left: %d events of %d compactions from %d; want one compaction of 29 pending, cut at its first part",
+			res, len(left), len(compactions), left[0].Seq)
+	}
+	if got := fold(t, left); len(got) != 29 {
+		t.Fatalf("the log left rebuilds %d pending, want 29", len(got))
 	}
 }
 
