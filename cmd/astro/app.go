@@ -191,6 +191,11 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		compactions: compactions, cfg: cfg, log: log}, nil
 }
 
+// erasureAbandoned: an erasure begun this long ago and not done was cut
+// short while the service ran (its request's deadline, a failure), and is
+// finished in the background. Past any request's bound and its grace.
+const erasureAbandoned = 2 * time.Minute
+
 // addTo adds the application's long-running parts to g: the NATS command
 // handler, the erasures and inbox compactions, and the projectors, which
 // stop last.
@@ -200,11 +205,12 @@ func (a *app) addTo(g *group) {
 	}
 	g.add(a.cmds.Run)
 	g.add(func(ctx context.Context) error {
-		if err := a.eraser.Finish(ctx); err != nil && ctx.Err() == nil {
-			a.log.Warn("finishing workspace erasures a stop cut short; they are finished at the next start", "err", err)
+		if err := a.eraser.Finish(ctx, time.Time{}); err != nil && ctx.Err() == nil {
+			a.log.Warn("finishing workspace erasures a stop cut short; trying again later", "err", err)
 		}
-		return a.compactor.Run(ctx, dueInboxes{a.compactions}, notifications.Schedule{Every: a.cfg.CompactEvery})
+		return a.compactor.Run(ctx, dueInboxes{a.compactions}, notifications.Schedule{Every: a.cfg.CompactEvery, Abandoned: erasureAbandoned})
 	})
+	g.add(func(ctx context.Context) error { return a.eraser.Run(ctx, time.Minute, erasureAbandoned) })
 }
 
 // dueInboxes lists the inboxes due for compaction from the read model.

@@ -155,6 +155,16 @@ func (x *Eraser) count(ctx context.Context, ws string) (holidays, resources, inb
 // workspace event before seq removed with its snapshots and parked copies.
 func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out *Receipt) error {
 	ws := by.WorkspaceID
+	// Holidays and resources first: a few subjects, quickly gone, where
+	// the inboxes can take minutes. Until they are, a holiday's history
+	// still shows it, and a rename of it is still decided.
+	for _, kind := range []string{events.KindHoliday, events.KindResource, events.KindWorkspace} {
+		n, err := x.log.EraseBefore(ctx, events.Subject(ws, events.Aggregate{Kind: kind, ID: "*"}), seq, true)
+		if err != nil {
+			return err
+		}
+		out.Events += n
+	}
 	inboxes, err := x.log.Subjects(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindInbox, ID: "*"}))
 	if err != nil {
 		return err
@@ -171,13 +181,6 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 		out.Notifications += res.Notifications
 		out.Events += res.Events
 	}
-	for _, kind := range []string{events.KindHoliday, events.KindResource, events.KindWorkspace} {
-		n, err := x.log.EraseBefore(ctx, events.Subject(ws, events.Aggregate{Kind: kind, ID: "*"}), seq, true)
-		if err != nil {
-			return err
-		}
-		out.Events += n
-	}
 	// A snapshot key is the aggregate's snapshot name (one or two tokens,
 	// "holiday.v1") and its subject.
 	for _, filter := range []string{"*." + events.SubjectPrefix + "." + ws + ".>", "*.*." + events.SubjectPrefix + "." + ws + ".>"} {
@@ -191,10 +194,12 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 	return x.ledger.Done(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindWorkspace, ID: ws}))
 }
 
-// Finish finishes the erasures of workspaces a stop cut short, as the
-// actor who asked for each; erasures of inboxes are the compactor's.
-func (x *Eraser) Finish(ctx context.Context) error {
-	subjects, err := x.ledger.Unfinished(ctx)
+// Finish finishes the erasures of workspaces begun before begunBefore
+// (any, when it is zero) and cut short, by a stop or by their request's
+// deadline, as the actor who asked for each; erasures of inboxes are the
+// compactor's.
+func (x *Eraser) Finish(ctx context.Context, begunBefore time.Time) error {
+	subjects, err := x.ledger.Unfinished(ctx, begunBefore)
 	if err != nil {
 		return err
 	}
@@ -219,7 +224,27 @@ func (x *Eraser) Finish(ctx context.Context) error {
 		if err := x.finish(ctx, by, last.Seq, &out); err != nil {
 			return err
 		}
-		x.logger.Info("finished a workspace erasure a stop had cut short", "workspace", ws, "erasure", last.ID, "events", out.Events)
+		x.logger.Info("finished a workspace erasure cut short", "workspace", ws, "erasure", last.ID, "events", out.Events)
 	}
 	return nil
+}
+
+// Run finishes, every poll until ctx ends, the workspace erasures begun
+// more than abandoned ago and not done: a request's deadline cut them
+// short while the service ran on, and nothing else would finish them
+// before the next start. An erasure takes minutes for a large workspace
+// (every message with content is overwritten), far past a request's.
+func (x *Eraser) Run(ctx context.Context, poll, abandoned time.Duration) error {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := x.Finish(ctx, x.now().Add(-abandoned)); err != nil && ctx.Err() == nil {
+			x.logger.Warn("finishing workspace erasures; trying again next round", "err", err)
+		}
+	}
 }

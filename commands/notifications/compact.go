@@ -55,7 +55,9 @@ type Log interface {
 type Ledger interface {
 	Begin(ctx context.Context, subject string) error
 	Done(ctx context.Context, subject string) error
-	Unfinished(ctx context.Context) ([]string, error)
+	// Unfinished lists the erasures begun before begunBefore (any time
+	// when it is zero) and not done.
+	Unfinished(ctx context.Context, begunBefore time.Time) ([]string, error)
 }
 
 // CompactorConfig tunes compaction.
@@ -275,10 +277,11 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 	return err
 }
 
-// FinishAll finishes every erasure of an inbox the ledger holds; other
-// subjects are left to whoever began them.
-func (c *Compactor) FinishAll(ctx context.Context) error {
-	subjects, err := c.ledger.Unfinished(ctx)
+// FinishAll finishes every erasure of an inbox the ledger holds that began
+// before begunBefore (any, when it is zero); other subjects are left to
+// whoever began them.
+func (c *Compactor) FinishAll(ctx context.Context, begunBefore time.Time) error {
+	subjects, err := c.ledger.Unfinished(ctx, begunBefore)
 	if err != nil {
 		return err
 	}
@@ -289,7 +292,7 @@ func (c *Compactor) FinishAll(ctx context.Context) error {
 		if err := c.Finish(ctx, s); err != nil {
 			return err
 		}
-		c.cfg.Logger.Info("finished an inbox erasure a stop had cut short", "subject", s)
+		c.cfg.Logger.Info("finished an inbox erasure cut short", "subject", s)
 	}
 	return nil
 }
@@ -402,6 +405,11 @@ type Schedule struct {
 	Poll time.Duration
 	// Batch is the most inboxes compacted in one round. Default 1,000.
 	Batch int
+	// Abandoned: an erasure begun this long ago and not done was cut
+	// short (its request's deadline, a failure) while the service ran on,
+	// and a round finishes it. Default 2 minutes, past any request's
+	// bound.
+	Abandoned time.Duration
 }
 
 func (s *Schedule) defaults(eraseWithin time.Duration) {
@@ -414,24 +422,32 @@ func (s *Schedule) defaults(eraseWithin time.Duration) {
 	if s.Batch <= 0 {
 		s.Batch = 1000
 	}
+	if s.Abandoned <= 0 {
+		s.Abandoned = 2 * time.Minute
+	}
 }
 
 // Run compacts the inboxes due, every Poll, until ctx ends. It first
-// finishes the erasures a stop cut short. An inbox just compacted drops
-// off the due list once the projector applies its compaction, well
-// within a Poll.
+// finishes the erasures a stop cut short, then in every round those
+// abandoned since (Schedule.Abandoned). An inbox just compacted drops off
+// the due list once the projector applies its compaction, well within a
+// Poll.
 func (c *Compactor) Run(ctx context.Context, due Due, s Schedule) error {
 	s.defaults(c.cfg.EraseWithin)
-	finished := false
+	started := false
 	t := time.NewTicker(s.Poll)
 	defer t.Stop()
 	for {
-		if !finished {
-			if err := c.FinishAll(ctx); err != nil {
+		var before time.Time // at the start, every one
+		if started {
+			before = c.now().Add(-s.Abandoned)
+		}
+		if err := c.FinishAll(ctx, before); err != nil {
+			if ctx.Err() == nil {
 				c.cfg.Logger.Warn("finishing erasures; trying again next round", "err", err)
-			} else {
-				finished = true
 			}
+		} else {
+			started = true
 		}
 		c.round(ctx, due, s)
 		select {

@@ -374,13 +374,13 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 	}
 	appendParts(1)
 	n := len(f.history(t, "alice"))
-	if err := f.compactor.FinishAll(ctx); err != nil {
+	if err := f.compactor.FinishAll(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(f.history(t, "alice")); got != n {
 		t.Fatalf("finishing an incomplete compaction erased %d events", n-got)
 	}
-	if left, err := f.log.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+	if left, err := f.log.Pending().Unfinished(ctx, time.Time{}); err != nil || len(left) != 0 {
 		t.Fatalf("ledger after finishing: %v, %v", left, err)
 	}
 
@@ -390,7 +390,7 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendParts(1 << 20)
-	if err := f.compactor.FinishAll(ctx); err != nil {
+	if err := f.compactor.FinishAll(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	evs := f.history(t, "alice")
@@ -402,8 +402,74 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 			t.Fatalf("an older compaction is left at %d", e.Seq)
 		}
 	}
-	if left, err := f.log.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+	if left, err := f.log.Pending().Unfinished(ctx, time.Time{}); err != nil || len(left) != 0 {
 		t.Fatalf("ledger after finishing: %v, %v", left, err)
+	}
+}
+
+// noneDue is a schedule's source with no inbox due; it says when a round
+// first asked.
+type noneDue struct{ asked chan struct{} }
+
+func (d noneDue) Due(context.Context, int, time.Time, int) ([]DueInbox, error) {
+	select {
+	case <-d.asked:
+	default:
+		close(d.asked)
+	}
+	return nil, nil
+}
+
+// An erasure that its request's deadline cut short after its event, while
+// the service runs on, is finished by the compactor's next rounds once it
+// is abandoned; it waited for the next start.
+func TestRunFinishesAnErasureCutShortWhileItRuns(t *testing.T) {
+	f := newLogFixture(t, 0)
+	for i := range 20 {
+		f.send(t, "alice", fmt.Sprintf("ERASE-ME-%d", i))
+	}
+	running, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	due := noneDue{asked: make(chan struct{})}
+	go func() {
+		done <- f.compactor.Run(running, due, Schedule{Poll: 20 * time.Millisecond, Abandoned: 50 * time.Millisecond})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	<-due.asked // past the start's pass, which finishes every erasure begun
+
+	// The request: its deadline comes right after its event is appended.
+	request, deadline := context.WithCancel(t.Context())
+	cutting := afterAppend{Log: f.log, after: func(e events.Event) {
+		if e.Type == (events.InboxErased{}).EventType() {
+			deadline()
+		}
+	}}
+	store, err := commands.NewStore(cutting, f.log.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := NewCompactor(store, cutting, f.log, f.log.Pending(), time.Now, CompactorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := comp.Erase(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo"}, "alice"); err == nil {
+		t.Fatal("the erasure was not cut short")
+	}
+
+	deadlineAt := time.Now().Add(10 * time.Second)
+	for {
+		evs := f.history(t, "alice")
+		left, err := f.log.Pending().Unfinished(t.Context(), time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 1 && evs[0].Type == (events.InboxErased{}).EventType() && len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadlineAt) {
+			t.Fatalf("the erasure cut short was not finished: %d events left, ledger %v", len(evs), left)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
 	}
 }
 

@@ -251,14 +251,27 @@ func (p Pending) Done(ctx context.Context, key string) error {
 	return nil
 }
 
-// Unfinished lists the erasures begun and not finished.
-func (p Pending) Unfinished(ctx context.Context) ([]string, error) {
+// Unfinished lists the erasures begun before begunBefore (any time when
+// it is zero) and not finished.
+func (p Pending) Unfinished(ctx context.Context, begunBefore time.Time) ([]string, error) {
 	keys, err := p.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished erasures: %w", err)
 	}
 	var out []string
 	for k := range keys.Keys() {
+		if !begunBefore.IsZero() {
+			e, err := p.kv.Get(ctx, k)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue // finished since the listing
+			}
+			if err != nil {
+				return nil, fmt.Errorf("unfinished erasures: %w", err)
+			}
+			if !e.Created().Before(begunBefore) {
+				continue
+			}
+		}
 		out = append(out, k)
 	}
 	return out, nil

@@ -301,3 +301,34 @@ func TestLastSeqUnderConcurrentAppends(t *testing.T) {
 		t.Fatal("no LastSeq call ran beside the appends")
 	}
 }
+
+// The erasure ledger lists an erasure begun before the time asked, and
+// not one begun since: that one may be under way.
+func TestUnfinishedBegunBefore(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := t.Context()
+	ledger := l.Pending()
+	if err := ledger.Begin(ctx, "astro.w1.inbox.alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		before time.Time
+		want   int
+	}{
+		{"any time", time.Time{}, 1},
+		{"begun before now and a second", time.Now().Add(time.Second), 1},
+		{"begun before an hour ago", time.Now().Add(-time.Hour), 0},
+	} {
+		got, err := ledger.Unfinished(ctx, tc.before)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("%s: %v %v, want %d", tc.name, got, err, tc.want)
+		}
+	}
+	if err := ledger.Done(ctx, "astro.w1.inbox.alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ledger.Unfinished(ctx, time.Time{}); err != nil || len(got) != 0 {
+		t.Fatalf("after Done: %v %v", got, err)
+	}
+}

@@ -1,0 +1,128 @@
+package erasure
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"astro/commands"
+	"astro/commands/notifications"
+	"astro/events"
+	"astro/events/natslog"
+	"astro/events/natsserver"
+	"astro/events/natstest"
+)
+
+// cutAfter is a log whose first append of an event of type typ is the
+// last thing its request does: its deadline comes right after.
+type cutAfter struct {
+	*natslog.Log
+	typ      string
+	deadline context.CancelFunc
+}
+
+func (l cutAfter) Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+	seq, err := l.Log.Append(ctx, subject, expected, e)
+	if err == nil && e.Type == l.typ {
+		l.deadline()
+	}
+	return seq, err
+}
+
+// eraserOn is an Eraser on l, with the ledger and snapshots of the log
+// inboxLog.
+func eraserOn(t *testing.T, l interface {
+	Log
+	notifications.Log
+}, inboxLog *natslog.Log) *Eraser {
+	t.Helper()
+	store, err := commands.NewStore(l, inboxLog.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := notifications.NewCompactor(store, l, l, inboxLog.Pending(), time.Now, notifications.CompactorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(l, inboxLog.Snapshots(), inboxLog.Pending(), comp, time.Now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// A workspace erasure that its request's deadline cut short: its holidays
+// went first, and Run finishes the rest once it is abandoned, while the
+// service runs on (it waited for the next start).
+func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	holiday := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h1"})
+	appendTo := func(subject string, agg events.Aggregate, p events.Payload) {
+		t.Helper()
+		e, err := events.New(events.NewID(time.Now()), events.Meta{WorkspaceID: "w1", ActorID: "alice", Time: time.Now()}, agg, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := l.LastSeq(ctx, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(ctx, subject, last, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo(holiday, events.Aggregate{Kind: events.KindHoliday, ID: "h1"}, events.HolidayCreated{HolidayID: "h1", Reason: "SECRET-OFFSITE",
+		Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{}, ResourceIDs: []string{}})
+	for _, user := range []string{"alice", "bob"} {
+		agg := events.Aggregate{Kind: events.KindInbox, ID: user}
+		appendTo(events.Subject("w1", agg), agg, events.NotificationSent{NotificationID: events.NewID(time.Now()), RecipientID: user,
+			SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "SECRET", CreateDate: time.Now().UTC()})
+	}
+	count := func(subject string) int {
+		t.Helper()
+		n := 0
+		if _, err := l.Read(ctx, subject, 0, func(events.Event) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// The request: its deadline comes after the first inbox's erasure.
+	request, deadline := context.WithCancel(ctx)
+	cut := eraserOn(t, cutAfter{Log: l, typ: (events.InboxErased{}).EventType(), deadline: deadline}, l)
+	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}
+	if _, err := cut.Workspace(request, dpo); err == nil {
+		t.Fatal("the erasure was not cut short")
+	}
+	if n := count(holiday); n != 0 {
+		t.Fatalf("the holiday's %d events outlived the erasure's first inbox", n)
+	}
+	if left, err := l.Pending().Unfinished(ctx, time.Time{}); err != nil || len(left) == 0 {
+		t.Fatalf("the ledger after the cut: %v %v, want the erasure unfinished", left, err)
+	}
+
+	running, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- eraserOn(t, l, l).Run(running, 20*time.Millisecond, 50*time.Millisecond) }()
+	t.Cleanup(func() { stop(); <-done })
+	deadlineAt := time.Now().Add(10 * time.Second)
+	for {
+		left, err := l.Pending().Unfinished(ctx, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inboxes := count(events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})) +
+			count(events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "bob"}))
+		if len(left) == 0 && inboxes == 2 { // an InboxErased each
+			return
+		}
+		if time.Now().After(deadlineAt) {
+			t.Fatalf("the erasure was not finished: ledger %v, %d inbox events", left, inboxes)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+	}
+}
