@@ -3,8 +3,11 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"astro/commands/holidays"
 	"astro/events"
 	"astro/query"
+	"astro/query/history"
 )
 
 // createHolidayRequest is the body of POST /api/data/holidays.
@@ -125,7 +129,11 @@ func (s *Server) holidayRoutes() {
 		if p.ByName("what") != "history" {
 			return notFoundRoute(r)
 		}
-		h, err := s.cfg.HolidayHistory.History(r.Context(), c.WorkspaceID, p.ByName("id"))
+		after, limit, err := historyPage(r.URL.Query())
+		if err != nil {
+			return err
+		}
+		h, err := s.cfg.HolidayHistory.History(r.Context(), c.WorkspaceID, p.ByName("id"), after, limit)
 		if err != nil {
 			return err
 		}
@@ -301,4 +309,25 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 	setPosition(w, res.Seq)
 	writeOK(w, ResourceDto{ID: u.ResourceID, Name: u.Name, CountryCode: u.CountryCode, IsActive: u.IsActive, IsGuest: u.IsGuest})
 	return nil
+}
+
+// historyPage reads a history page's bounds: after, the sequence of the
+// last entry of the page before (none: from the start), and $top, how many
+// entries at most (none: history.MaxPage).
+func historyPage(q url.Values) (after uint64, limit int, err error) {
+	if err := singleValued(q, "after", "$top"); err != nil {
+		return 0, 0, err
+	}
+	v := commands.Validation{}
+	if a := strings.TrimSpace(q.Get("after")); a != "" {
+		if after, err = strconv.ParseUint(a, 10, 64); err != nil {
+			v.Add("after", "after must be a whole number: the sequence of the last entry of the page before.")
+		}
+	}
+	if t := strings.TrimSpace(q.Get("$top")); t != "" {
+		if limit, err = strconv.Atoi(t); err != nil || limit < 1 || limit > history.MaxPage {
+			v.Add("$top", fmt.Sprintf("$top must be a whole number from 1 to %d.", history.MaxPage))
+		}
+	}
+	return after, limit, v.Err()
 }

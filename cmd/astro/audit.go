@@ -53,21 +53,33 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	entries, err := h.History(ctx, *ws, id)
-	if err != nil {
-		return fmt.Errorf("audit holiday %s: %w", id, err)
-	}
-	if *asJSON {
-		return writeJSONLines(stdout, entries)
-	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tACTOR\tINTEGRATION\tOLD REASON\tNEW REASON")
-	for _, e := range entries {
-		old := "-"
-		if e.OldReason != nil {
-			old = fmt.Sprintf("%q", *e.OldReason)
+	if !*asJSON {
+		fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tACTOR\tINTEGRATION\tOLD REASON\tNEW REASON")
+	}
+	// Page by page: a holiday renamed without end is read in bounded memory.
+	for after := uint64(0); ; {
+		entries, err := h.History(ctx, *ws, id, after, history.MaxPage)
+		if err != nil {
+			return fmt.Errorf("audit holiday %s: %w", id, err)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%q\n", e.Sequence, e.Time.Format(time.RFC3339Nano), e.Type, e.ActorID, or(e.IntegrationName, "-"), old, e.NewReason)
+		if *asJSON {
+			if err := writeJSONLines(stdout, entries); err != nil {
+				return err
+			}
+		} else {
+			for _, e := range entries {
+				old := "-"
+				if e.OldReason != nil {
+					old = fmt.Sprintf("%q", *e.OldReason)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%q\n", e.Sequence, e.Time.Format(time.RFC3339Nano), e.Type, e.ActorID, or(e.IntegrationName, "-"), old, e.NewReason)
+			}
+		}
+		if len(entries) < history.MaxPage {
+			break
+		}
+		after = entries[len(entries)-1].Sequence
 	}
 	return tw.Flush()
 }

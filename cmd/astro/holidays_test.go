@@ -216,6 +216,10 @@ func TestHolidayErrors(t *testing.T) {
 		{"get malformed id", "GET", "/api/data/holidays/nope", nil, nil, 400, "id"},
 		{"get unknown id", "GET", "/api/data/holidays/" + unknown, nil, nil, 404, ""},
 		{"history unknown id", "GET", "/api/data/holidays/" + unknown + "/history", nil, nil, 404, ""},
+		{"history unknown id after a position", "GET", "/api/data/holidays/" + unknown + "/history?after=1", nil, nil, 404, ""},
+		{"history after not a number", "GET", "/api/data/holidays/" + h.ID + "/history?after=x", nil, nil, 400, "after"},
+		{"history top zero", "GET", "/api/data/holidays/" + h.ID + "/history?$top=0", nil, nil, 400, "$top"},
+		{"history top too large", "GET", "/api/data/holidays/" + h.ID + "/history?$top=1001", nil, nil, 400, "$top"},
 		{"asOf malformed", "GET", "/api/data/holidays/" + h.ID + "?asOf=yesterday", nil, nil, 400, "asOf"},
 		{"create missing type", "POST", "/api/data/holidays", valid(map[string]any{"type": nil}), nil, 400, "type"},
 		{"create bad type", "POST", "/api/data/holidays", valid(map[string]any{"type": "lunar"}), nil, 400, "type"},
@@ -253,6 +257,38 @@ func TestHolidayErrors(t *testing.T) {
 	writer := token(t, "hr-sync", "w1", "resources:write")
 	if env := s.call("PUT", "/api/data/resources/%7B"+idOf("r1")+"%7D", writer, map[string]any{"name": "x", "countryCode": "GB", "isActive": true}).want(t, 400); len(env.Error.ValidationErrors["id"]) == 0 {
 		t.Fatalf("resource id a uuid in braces: no validationErrors.id: %s", env.raw)
+	}
+}
+
+// A holiday's history comes in pages (at most 1,000 entries each): one
+// renamed without end cannot make an answer without end. Each page starts
+// after the last entry of the one before.
+func TestHolidayHistoryPages(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	h := s.createHoliday(alice, map[string]any{"reason": "r0", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"})
+	for i := 1; i <= 4; i++ {
+		s.call("PUT", "/api/data/holidays/"+h.ID, alice, map[string]any{"reason": fmt.Sprintf("r%d", i)}).want(t, 200)
+	}
+	var all, paged []historyEntry
+	s.call("GET", "/api/data/holidays/"+h.ID+"/history", alice, nil).want(t, 200).decode(t, &all)
+	for after := uint64(0); ; {
+		var page []historyEntry
+		s.call("GET", fmt.Sprintf("/api/data/holidays/%s/history?$top=2&after=%d", h.ID, after), alice, nil).want(t, 200).decode(t, &page)
+		if len(page) > 2 {
+			t.Fatalf("a page of %d entries, want at most 2", len(page))
+		}
+		paged = append(paged, page...)
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].Sequence
+	}
+	if len(all) != 5 || !slices.EqualFunc(all, paged, func(a, b historyEntry) bool { return a.Sequence == b.Sequence && a.NewReason == b.NewReason }) {
+		t.Fatalf("history %+v, in pages %+v; want the 5 entries both ways", all, paged)
+	}
+	if env := s.call("GET", fmt.Sprintf("/api/data/holidays/%s/history?after=%d", h.ID, all[4].Sequence), alice, nil).want(t, 200); string(env.Data) != "[]" {
+		t.Fatalf("past the last entry: %s, want []", env.Data)
 	}
 }
 

@@ -50,14 +50,22 @@ func NewHolidays(log Log) (*Holidays, error) {
 
 func notFound() error { return commands.Errorf(commands.ENotFound, "The holiday was not found.") }
 
-// History returns every event of a holiday in log order.
-func (h *Holidays) History(ctx context.Context, workspaceID, id string) ([]HolidayEvent, error) {
+// MaxPage is the most history entries one read returns: a holiday renamed
+// without end must not make an answer without end.
+const MaxPage = 1000
+
+// errPageFull stops a read of the log once a page or a fold has what it needs.
+var errPageFull = errors.New("history: page full")
+
+// each calls fn with the entries of a holiday's history after log sequence
+// after, in log order, until fn returns errPageFull. found reports whether
+// there was any.
+func (h *Holidays) each(ctx context.Context, workspaceID, id string, after uint64, fn func(HolidayEvent) error) (found bool, err error) {
 	if !events.ValidUUID(id) {
-		return nil, commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
+		return false, commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
 	}
-	var out []HolidayEvent
 	subject := events.Subject(workspaceID, events.Aggregate{Kind: events.KindHoliday, ID: id})
-	_, err := h.log.Read(ctx, subject, 0, func(e events.Event) error {
+	_, err = h.log.Read(ctx, subject, after, func(e events.Event) error {
 		p, err := events.Decode(e)
 		if err != nil {
 			return err
@@ -71,13 +79,42 @@ func (h *Holidays) History(ctx context.Context, workspaceID, id string) ([]Holid
 			old := p.OldReason
 			entry.OldReason, entry.NewReason = &old, p.NewReason
 		}
-		out = append(out, entry)
+		found = true
+		return fn(entry)
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		return false, &commands.Error{Code: commands.EUnavailable, Message: "The history could not be read; try again.", Err: err}
+	}
+	return found, nil
+}
+
+// History returns a page of a holiday's history in log order: at most
+// limit entries (MaxPage when limit is 0) after log sequence after (0: from
+// the start). The next page is after the last entry's Sequence; a page
+// shorter than limit is the last.
+func (h *Holidays) History(ctx context.Context, workspaceID, id string, after uint64, limit int) ([]HolidayEvent, error) {
+	if limit <= 0 || limit > MaxPage {
+		limit = MaxPage
+	}
+	out := []HolidayEvent{}
+	found, err := h.each(ctx, workspaceID, id, after, func(e HolidayEvent) error {
+		out = append(out, e)
+		if len(out) == limit {
+			return errPageFull
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, &commands.Error{Code: commands.EUnavailable, Message: "The history could not be read; try again.", Err: err}
+		return nil, err
 	}
-	if len(out) == 0 {
+	if !found && after > 0 {
+		// Past the end of a holiday's history, or no holiday at all.
+		found, err = h.each(ctx, workspaceID, id, 0, func(HolidayEvent) error { return errPageFull })
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !found {
 		return nil, notFound()
 	}
 	return out, nil
@@ -86,20 +123,23 @@ func (h *Holidays) History(ctx context.Context, workspaceID, id string) ([]Holid
 // AsOf returns the holiday as it was at moment at, with the resources that
 // were in its scope then, all computed from the log.
 func (h *Holidays) AsOf(ctx context.Context, workspaceID, id string, at time.Time) (query.HolidayDetailDto, error) {
-	hist, err := h.History(ctx, workspaceID, id)
-	if err != nil {
-		return query.HolidayDetailDto{}, err
-	}
 	var created *events.HolidayCreated
 	reason := ""
-	for _, e := range hist {
+	found, err := h.each(ctx, workspaceID, id, 0, func(e HolidayEvent) error {
 		if e.Time.After(at) {
-			break
+			return errPageFull
 		}
 		if c, ok := e.Data.(*events.HolidayCreated); ok {
 			created = c
 		}
 		reason = e.NewReason
+		return nil
+	})
+	if err != nil {
+		return query.HolidayDetailDto{}, err
+	}
+	if !found {
+		return query.HolidayDetailDto{}, notFound()
 	}
 	if created == nil {
 		return query.HolidayDetailDto{}, commands.Errorf(commands.ENotFound, "The holiday did not exist at that time.")
