@@ -80,15 +80,18 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		}
 		// A claim left pending holds the key's retries until it goes
 		// stale, so a passing failure (a leader election) is retried.
-		if err == nil || errors.Is(err, idempotency.ErrFull) || finish.Err() != nil {
-			break // ErrFull: the key was given up, nothing to retry
+		if err == nil || errors.Is(err, idempotency.ErrFull) || errors.Is(err, idempotency.ErrTooLarge) || finish.Err() != nil {
+			break // the key was given up: nothing to retry
 		}
 		select {
 		case <-finish.Done():
 		case <-time.After(wait):
 		}
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, idempotency.ErrTooLarge):
+		s.log.Debug("idempotency record not kept", "err", err)
+	case err != nil:
 		s.log.Warn("idempotency record", "err", err)
 	}
 	return nil

@@ -45,9 +45,11 @@ type Config struct {
 	ClaimTimeout time.Duration
 	Replicas     int
 	// MaxBytes bounds the bucket; default 1 GiB. A record is the answer's
-	// body plus about 200 bytes, so the default holds some million sends'
-	// answers: at the default rate limit (50/s) a single caller needs hours
-	// of keyed writes to fill it.
+	// body plus about 200 bytes, at most MaxRecord, so the default holds
+	// some million sends' answers of a usual size, and 16,384 of the
+	// largest: a caller that makes the largest answers on purpose, at the
+	// default rate limit (50/s), fills it in about six minutes. There is no
+	// quota per caller.
 	MaxBytes int64
 	Now      func() time.Time
 }
@@ -118,7 +120,16 @@ var (
 	// ErrFull: the bucket reached its MaxBytes; no new key is taken until
 	// records expire.
 	ErrFull = errors.New("idempotency records are at their size limit")
+	// ErrTooLarge: an answer too large to keep (MaxRecord); its key was
+	// given up, and a retry executes again.
+	ErrTooLarge = errors.New("idempotent answer too large to keep")
 )
+
+// MaxRecord bounds a record. An answer whose record would be larger is not
+// kept: one request must not take a megabyte of a bucket every workspace
+// shares (a send's answer with its content is at most about 40 KB), and a
+// record past the log's largest message could never be written at all.
+const MaxRecord = 64 << 10
 
 // Claim is the right to execute a request once.
 type Claim struct {
@@ -284,6 +295,15 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 func (c *Claim) Finish(ctx context.Context, status int, body []byte) error {
 	c.rec.Pending, c.rec.Status, c.rec.Body = false, status, sealBody(c.seal, body)
 	val, _ := json.Marshal(c.rec)
+	if len(val) > MaxRecord {
+		// Given up, as when the bucket is full: a retry executes again,
+		// which the event ids derived from the key keep from appending
+		// twice.
+		if err := c.Release(ctx); err != nil {
+			return fmt.Errorf("record idempotent answer of %d bytes: %w; release: %v", len(val), ErrTooLarge, err)
+		}
+		return fmt.Errorf("record idempotent answer of %d bytes: %w", len(val), ErrTooLarge)
+	}
 	if _, err := c.store.kv.Update(ctx, c.key, val, c.rev); err != nil {
 		if full(err) {
 			// No room for the answer: give the key up rather than leave a

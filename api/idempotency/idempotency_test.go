@@ -384,3 +384,40 @@ func TestTakeoverFailures(t *testing.T) {
 		})
 	}
 }
+
+// An answer too large to keep gives its key up at once: kept, it would
+// take a bucket every workspace shares a megabyte at a time, and past the
+// log's largest message it could never be written (its claim held its
+// retries until it went stale, each waiting out the writes' 10 s).
+func TestAnswerTooLargeIsNotKept(t *testing.T) {
+	js, err := jetstream.New(natstest.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	s, err := Open(ctx, js, Config{Bucket: "IDEM_LARGE", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{MaxRecord, 2 << 20} {
+		key := fmt.Sprintf("k%d", size)
+		claim, _, err := s.Begin(ctx, key, "req")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := claim.Finish(ctx, 400, make([]byte, size)); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("an answer of %d bytes: %v, want ErrTooLarge", size, err)
+		}
+		again, replay, err := s.Begin(ctx, key, "req")
+		if err != nil || replay != nil || again.Again() {
+			t.Fatalf("the key of an answer not kept: claim %v, replay %v, %v; want a new claim", again, replay, err)
+		}
+	}
+	claim, _, err := s.Begin(ctx, "small", "req")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := claim.Finish(ctx, 200, make([]byte, MaxRecord/2)); err != nil {
+		t.Fatalf("an answer of %d bytes: %v", MaxRecord/2, err)
+	}
+}

@@ -198,7 +198,10 @@ func (s *Server) record(ctx context.Context, claim *idempotency.Claim, status in
 	default:
 		err = claim.Release(ctx)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, idempotency.ErrTooLarge):
+		s.cfg.Logger.Debug("idempotency record not kept", "subject", SendSubject, "err", err)
+	case err != nil:
 		s.cfg.Logger.Warn("idempotency record", "subject", SendSubject, "err", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"astro/commands"
 	"astro/events"
@@ -132,6 +133,21 @@ func (cmd Create) validate(validCountry func(string) bool) (events.HolidayCreate
 	return out, v.Err()
 }
 
+// clip shortens an entry a message quotes: a message quoting ten entries
+// of 25 KB each would be an answer, and an Idempotency-Key record, of
+// hundreds of kilobytes.
+func clip(s string) string {
+	const most = 64
+	if len(s) <= most {
+		return s
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // maxEntryMessages is how many invalid entries of one list are named each:
 // naming every one of a body's thousands would make an answer of megabytes.
 const maxEntryMessages = 10
@@ -148,7 +164,7 @@ func distinct(v commands.Validation, field string, list []string, norm func(stri
 		switch {
 		case !valid(s):
 			if bad++; bad <= maxEntryMessages {
-				v.Add(field, invalid(s))
+				v.Add(field, invalid(clip(s)))
 			}
 		case !seen[s]:
 			seen[s] = true
