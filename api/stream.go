@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -326,10 +327,11 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	// Reconnect after a second when the server ends the stream (a restart).
 	sw.raw("retry: 1000\n\n")
 	if snapshot {
-		sw.event("snapshot", applied, StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()})
-	}
-	if err := sw.flush(); err != nil {
-		return nil
+		// The snapshot is of the log's end, not of this instance's copy,
+		// which may be older: writes another instance took since, perhaps
+		// compacted away since (a compaction folds without a word: it
+		// restates what the client has), would be missing from it.
+		silent = math.MaxUint64
 	}
 
 	// apply folds e and sends it, unless it is already in or the client
@@ -366,6 +368,10 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 			s.log.Warn("notification stream: reading the log failed", "subject", subject, "err", err)
 		}
 		return nil
+	}
+	if snapshot {
+		silent = 0
+		sw.event("snapshot", applied, StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()})
 	}
 	if err := sw.flush(); err != nil {
 		return nil

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/events"
 )
 
 const streamPath = "/api/data/notifications/stream"
@@ -350,6 +354,44 @@ func TestNotificationStreamBadPositions(t *testing.T) {
 		if _, ok := env.Error.ValidationErrors[c.field]; !ok {
 			t.Fatalf("%q %q: validation errors %v, want one for %s", c.query, c.header, env.Error.ValidationErrors, c.field)
 		}
+	}
+}
+
+// A new stream's snapshot is of the log, not of the instance's copy of
+// the inbox: another instance took writes since and compacted them away,
+// and the stream sent the old copy's counts (the compaction folded without
+// a word), every new stream on that instance alike.
+func TestNotificationStreamSnapshotAfterAnotherInstanceCompacted(t *testing.T) {
+	a := startService(t)
+	env := maps.Clone(a.env)
+	env["ASTRO_DATA_DIR"] = t.TempDir()
+	env["ASTRO_ERASE_WITHIN"] = "2s" // compacts within a second or two
+	b := startWithEnv(t, env)
+	svc, alice := sender(t, "w1"), token(t, "alice", "w1")
+
+	st, _ := a.stream(alice, "") // a has alice's inbox: empty
+	if c := st.next().change(t); c.TotalCount != 0 {
+		t.Fatalf("first snapshot: %+v", c)
+	}
+	st.close()
+	for range 3 {
+		b.call("POST", sendPath, svc, sendBody("alice")).want(t, 200)
+	}
+	waitFor(t, 30*time.Second, func() error {
+		for _, e := range a.logEvents(t) {
+			if e.Aggregate.Kind == events.KindInbox && e.Aggregate.ID == "alice" {
+				if e.Type != (events.InboxCompacted{}).EventType() {
+					return fmt.Errorf("alice's log begins with %s, not yet compacted", e.Type)
+				}
+				return nil
+			}
+		}
+		return errors.New("alice's log is empty")
+	})
+	st, _ = a.stream(alice, "")
+	defer st.close()
+	if e := st.next(); e.Name != "snapshot" || e.change(t).TotalCount != 3 || e.change(t).UnreadCount != 3 {
+		t.Fatalf("a new stream on a: %s %s, want a snapshot of 3 unread of 3", e.Name, e.Data)
 	}
 }
 
