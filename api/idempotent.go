@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +50,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		s.metrics.IdempotentReplay()
 		w.Header().Set("Idempotent-Replayed", "true")
+		if replay.Position > 0 {
+			setPosition(w, replay.Position)
+		}
 		w.WriteHeader(replay.Status)
 		_, _ = w.Write(replay.Body)
 		return nil
@@ -76,7 +80,8 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		case !Replayable(rec.status):
 			err = claim.Release(finish)
 		default:
-			err = claim.Finish(finish, rec.status, rec.body.Bytes())
+			position, _ := strconv.ParseUint(rec.Header().Get(HeaderPosition), 10, 64)
+			err = claim.Finish(finish, rec.status, rec.body.Bytes(), position)
 		}
 		// A claim left pending holds the key's retries until it goes
 		// stale, so a passing failure (a leader election) is retried.

@@ -106,6 +106,9 @@ type Record struct {
 	ClaimedAt time.Time `json:"claimedAt"` // when the claim was made
 	Status    int       `json:"status,omitempty"`
 	Body      []byte    `json:"body,omitempty"`
+	// Position is the log position the answer gave (X-Astro-Position), 0
+	// for none: a retry's reads wait for it as the first answer's would.
+	Position uint64 `json:"position,omitempty"`
 
 	// Unanswered: the request failed in a way that may have left it done
 	// (a 5xx): a retry of it executes again, another request is refused.
@@ -291,9 +294,10 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 	}
 }
 
-// Finish records the answer for replay.
-func (c *Claim) Finish(ctx context.Context, status int, body []byte) error {
-	c.rec.Pending, c.rec.Status, c.rec.Body = false, status, sealBody(c.seal, body)
+// Finish records the answer for replay: its status and body, and the log
+// position it gave (0: none).
+func (c *Claim) Finish(ctx context.Context, status int, body []byte, position uint64) error {
+	c.rec.Pending, c.rec.Status, c.rec.Body, c.rec.Position = false, status, sealBody(c.seal, body), position
 	val, _ := json.Marshal(c.rec)
 	if len(val) > MaxRecord {
 		// Given up, as when the bucket is full: a retry executes again,

@@ -42,7 +42,7 @@ func TestBucketIsBounded(t *testing.T) {
 		if replay != nil {
 			t.Fatalf("%s: replay of a new key", key)
 		}
-		if err := claim.Finish(ctx, 200, answer); err != nil {
+		if err := claim.Finish(ctx, 200, answer, 0); err != nil {
 			fullErr = err
 			if _, _, err := s.Begin(ctx, key, "req"); !errors.Is(err, ErrFull) {
 				// The key was given up, so it is claimable again (or the
@@ -112,7 +112,7 @@ func TestUnansweredKeepsTheKeyToItsRequest(t *testing.T) {
 	if err != nil || replay != nil || again == nil || !again.Again() {
 		t.Fatalf("the same request after an unanswered one: claim %+v, replay %+v, err %v; want a claim that says it runs again", again, replay, err)
 	}
-	if err := again.Finish(ctx, 200, []byte(`{"ok":true}`)); err != nil {
+	if err := again.Finish(ctx, 200, []byte(`{"ok":true}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, replay, err := s.Begin(ctx, "k", "first"); err != nil || replay == nil || string(replay.Body) != `{"ok":true}` {
@@ -173,10 +173,10 @@ func TestClaims(t *testing.T) {
 	if err != nil || taker == nil || replay != nil || dead.Again() || !taker.Again() {
 		t.Fatalf("Begin after the claim went stale: claim %+v, replay %v, err %v; want a claim that says it runs again", taker, replay, err)
 	}
-	if err := dead.Finish(ctx, 200, []byte("dead")); err == nil {
+	if err := dead.Finish(ctx, 200, []byte("dead"), 0); err == nil {
 		t.Fatal("the abandoned claim recorded its answer over the takeover")
 	}
-	if err := taker.Finish(ctx, 201, []byte("live")); err != nil {
+	if err := taker.Finish(ctx, 201, []byte("live"), 0); err != nil {
 		t.Fatal(err)
 	}
 	_, replay, err = s.Begin(ctx, "k", "req")
@@ -206,7 +206,7 @@ func TestRecordsExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Finish(ctx, 200, []byte("x")); err != nil {
+	if err := c.Finish(ctx, 200, []byte("x"), 0); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, func() error {
@@ -285,7 +285,7 @@ func TestAnswersAreSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	answer := []byte(`{"data":{"subject":"SECRET-SUBJECT-3c9d"}}`)
-	if err := claim.Finish(ctx, 200, answer); err != nil {
+	if err := claim.Finish(ctx, 200, answer, 0); err != nil {
 		t.Fatal(err)
 	}
 	stored, err := s.kv.Get(ctx, "k")
@@ -405,7 +405,7 @@ func TestAnswerTooLargeIsNotKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := claim.Finish(ctx, 400, make([]byte, size)); !errors.Is(err, ErrTooLarge) {
+		if err := claim.Finish(ctx, 400, make([]byte, size), 0); !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("an answer of %d bytes: %v, want ErrTooLarge", size, err)
 		}
 		again, replay, err := s.Begin(ctx, key, "req")
@@ -417,7 +417,7 @@ func TestAnswerTooLargeIsNotKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := claim.Finish(ctx, 200, make([]byte, MaxRecord/2)); err != nil {
+	if err := claim.Finish(ctx, 200, make([]byte, MaxRecord/2), 0); err != nil {
 		t.Fatalf("an answer of %d bytes: %v", MaxRecord/2, err)
 	}
 }

@@ -194,7 +194,7 @@ func (s *Server) record(ctx context.Context, claim *idempotency.Claim, status in
 	case status >= 500: // the send may have happened: keep the key to this request
 		err = claim.Unanswered(ctx)
 	case api.Replayable(status):
-		err = claim.Finish(ctx, status, body)
+		err = claim.Finish(ctx, status, body, 0) // a NATS answer gives no position
 	default:
 		err = claim.Release(ctx)
 	}

@@ -26,6 +26,11 @@ func TestIdempotencyKey(t *testing.T) {
 	if string(again.Data) != string(first.Data) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry answered differently:\n%s\n%s", first.Data, again.Data)
 	}
+	// The replay gives the write's log position too: a client that reads
+	// at it (X-Astro-Min-Position) after a retry reads its write.
+	if pos := first.Header.Get("X-Astro-Position"); pos == "" || again.Header.Get("X-Astro-Position") != pos {
+		t.Fatalf("X-Astro-Position %q, replayed %q", pos, again.Header.Get("X-Astro-Position"))
+	}
 	if n := len(s.logEvents(t, "NotificationSent")); n != 1 {
 		t.Fatalf("%d NotificationSent after a retried send, want 1", n)
 	}
