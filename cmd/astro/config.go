@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,11 +108,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.SetOutput(stderr)
 	vals := map[string]*string{}
 	for _, s := range settings {
-		def := s.def
-		if v := getenv(s.env); v != "" {
-			def = v
-		}
-		vals[s.name] = fs.String(s.name, def, s.usage+" ($"+s.env+")")
+		vals[s.name] = envString(fs, getenv, s.name, s.env, s.def, s.usage)
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: astro [serve] [flags]\n       astro token --user ID --workspace ID [--scope \"...\"]\n       astro nats-credentials --role consumer|service [--url]\n\nFlags (each also read from the environment variable shown):\n")
@@ -119,6 +116,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		// A mistyped command ("projection status") or flags before a
+		// command would otherwise start the whole service.
+		return Config{}, fmt.Errorf("unknown command or argument %q; see astro -h", fs.Arg(0))
 	}
 	get := func(n string) string { return strings.TrimSpace(*vals[n]) }
 	c := Config{
@@ -158,8 +160,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if err := c.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {
 		return Config{}, fmt.Errorf("log-level: %w", err)
 	}
-	if c.ShutdownGrace, err = time.ParseDuration(get("shutdown-grace")); err != nil {
-		return Config{}, fmt.Errorf("shutdown-grace: %w", err)
+	if c.ShutdownGrace, err = time.ParseDuration(get("shutdown-grace")); err != nil || c.ShutdownGrace < 0 {
+		return Config{}, fmt.Errorf("shutdown-grace: want a duration of 0 or more, got %q", get("shutdown-grace"))
+	}
+	for name, raw := range map[string]string{"nats-url": c.NATSURL, "database-url": c.DatabaseURL, "jwks-url": c.JWKSURL} {
+		if err := checkURLs(raw); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	if c.RequestTimeout, err = time.ParseDuration(get("request-timeout")); err != nil || c.RequestTimeout <= 0 {
 		return Config{}, fmt.Errorf("request-timeout: want a positive duration, got %q", get("request-timeout"))
@@ -290,4 +297,43 @@ func keptSecretWritten(path, name string) ([]byte, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return nil, fmt.Errorf("keep %s: %s exists but holds no secret; remove it to have one generated", name, path)
+}
+
+// envString is fs.String whose value, unless the command line sets it, is
+// the environment variable env's, else def. The usage text shows def,
+// never the environment's value: secrets come from the environment, and a
+// mistyped flag prints the usage to a log.
+func envString(fs *flag.FlagSet, getenv func(string) string, name, env, def, usage string) *string {
+	p := new(string)
+	envStringVar(fs, getenv, p, name, env, def, usage)
+	return p
+}
+
+// envStringVar is envString into p.
+func envStringVar(fs *flag.FlagSet, getenv func(string) string, p *string, name, env, def, usage string) {
+	fs.StringVar(p, name, def, usage+" ($"+env+")")
+	if v := getenv(env); v != "" {
+		*p = v
+	}
+}
+
+// checkURLs refuses a URL (or a comma-separated list of them, as NATS
+// takes) that does not parse, without repeating it: it may hold a
+// password. A PostgreSQL key=value connection string is no URL and is left
+// to the driver.
+func checkURLs(raw string) error {
+	for _, u := range strings.Split(raw, ",") {
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			continue
+		}
+		if _, err := url.Parse(u); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // url.Error repeats the URL
+			}
+			return fmt.Errorf("not a valid URL: %v", err)
+		}
+	}
+	return nil
 }

@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,6 +61,15 @@ func TestConfig(t *testing.T) {
 		{"heartbeat too often", nil, []string{"--stream-heartbeat", "10ms"}, false, 0},
 		{"stream settings", map[string]string{"ASTRO_STREAMS_MAX": "50000", "ASTRO_STREAM_HEARTBEAT": "30s"}, nil, true, 0},
 		{"NATS user and creds file", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_NATS_USER": "astro", "ASTRO_NATS_PASSWORD": "p", "ASTRO_NATS_CREDS": "/x.creds"}, nil, false, 0},
+		// What is left after the flags is no command: it started the
+		// service ("astro projection status", flags before "token").
+		{"a mistyped command", nil, []string{"projection", "status"}, false, 0},
+		{"flags before a command", nil, []string{"--data-dir", "/tmp/x", "token"}, false, 0},
+		{"negative shutdown grace", nil, []string{"--shutdown-grace", "-1s"}, false, 0},
+		{"no shutdown grace", nil, []string{"--shutdown-grace", "0s"}, true, 0},
+		{"a database URL that does not parse", map[string]string{"ASTRO_DATABASE_URL": "postgres://astro:s3cret@db:54x32/astro"}, nil, false, 0},
+		{"a NATS URL that does not parse", map[string]string{"ASTRO_NATS_URL": "nats://a:4222,nats://astro:s3cret@b:42x22"}, nil, false, 0},
+		{"a key=value database string", map[string]string{"ASTRO_DATABASE_URL": "host=db user=astro password=s3cret"}, nil, true, 50},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,5 +100,50 @@ func TestTokenCommandTrimsTheSecretAsTheService(t *testing.T) {
 	}
 	if _, err := v.Verify(t.Context(), strings.TrimSpace(out.String())); err != nil {
 		t.Fatalf("the service refuses the token astro token signed: %v", err)
+	}
+}
+
+// No secret of the environment reaches the usage text or an error: a
+// mistyped flag prints the usage, and both end up in a log. Each flag's
+// default used to be its variable's value, and a URL that did not parse
+// came back whole in the error.
+func TestSecretsStayOutOfUsageAndErrors(t *testing.T) {
+	secrets := map[string]string{
+		"ASTRO_JWT_SECRET":        "jwt-" + strings.Repeat("s", 40),
+		"ASTRO_STREAM_TICKET_KEY": "ticket-" + strings.Repeat("t", 40),
+		"ASTRO_NATS_PASSWORD":     "nats-p4ss",
+		"ASTRO_DATABASE_URL":      "postgres://astro:db-p4ss@db:54x32/astro",
+	}
+	env := func(k string) string { return secrets[k] }
+	for _, args := range [][]string{
+		{"--htp-addr", ":1"}, {"-h"}, {"serve"},
+		{"events", "tail", "--bogus"}, {"erase", "user", "--bogus"},
+		{"projections", "status", "--bogus"}, {"projections", "rebuild", "--bogus"},
+		{"nats-credentials", "--bogus"}, {"token", "--bogus"}, {"audit", "holiday", "--bogus"},
+	} {
+		var out, errOut strings.Builder
+		err := run(t.Context(), args, env, &out, &errOut)
+		said := out.String() + errOut.String() + fmt.Sprint(err)
+		for _, secret := range []string{secrets["ASTRO_JWT_SECRET"], secrets["ASTRO_STREAM_TICKET_KEY"], "nats-p4ss", "db-p4ss"} {
+			if strings.Contains(said, secret) {
+				t.Errorf("astro %s shows %q:\n%s", strings.Join(args, " "), secret, said)
+			}
+		}
+	}
+}
+
+// With an identity provider's keys (ASTRO_JWKS_URL) and no secret, the
+// service takes no token signed with a secret: astro token refuses, where
+// it made a secret in the data directory and signed a token answered 401.
+func TestTokenCommandRefusesWhenTheServiceTakesJWKSOnly(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"ASTRO_JWKS_URL": "https://idp.example/jwks.json", "ASTRO_DATA_DIR": dir}
+	var out strings.Builder
+	err := run(t.Context(), []string{"token", "--user", "u", "--workspace", "w"}, func(k string) string { return env[k] }, &out, io.Discard)
+	if err == nil || out.Len() > 0 {
+		t.Fatalf("astro token with JWKS only: %v, printed %q", err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jwt-secret")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a secret was kept in the data directory: %v", err)
 	}
 }

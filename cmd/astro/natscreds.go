@@ -147,8 +147,8 @@ func runNATSCredentials(args []string, getenv func(string) string, stdout, stder
 	fs.SetOutput(stderr)
 	role := fs.String("role", "", "consumer (reads events, runs its own durable consumers) or service (sends commands)")
 	urlOnly := fs.Bool("url", false, "print only the URL with the user and password in it")
-	dataDir := fs.String("data-dir", or(getenv("ASTRO_DATA_DIR"), ".astro"), "data directory holding the generated credentials ($ASTRO_DATA_DIR)")
-	listen := fs.String("nats-listen", or(getenv("ASTRO_NATS_LISTEN"), "127.0.0.1:4222"), "the embedded server's address, when the service is not running ($ASTRO_NATS_LISTEN)")
+	dataDir := envString(fs, getenv, "data-dir", "ASTRO_DATA_DIR", ".astro", "data directory holding the generated credentials")
+	listen := envString(fs, getenv, "nats-listen", "ASTRO_NATS_LISTEN", "127.0.0.1:4222", "the embedded server's address, when the service is not running")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: astro nats-credentials --role consumer|service [--url]")
 		fs.PrintDefaults()
@@ -194,11 +194,11 @@ type natsClient struct {
 
 // addFlags declares the connection flags of a tool.
 func (c *natsClient) addFlags(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&c.URL, "nats-url", getenv("ASTRO_NATS_URL"), "NATS server, may hold user:password@; default: the running service's, else its data directory ($ASTRO_NATS_URL)")
-	fs.StringVar(&c.User, "nats-user", getenv("ASTRO_NATS_USER"), "NATS user ($ASTRO_NATS_USER)")
-	fs.StringVar(&c.Password, "nats-password", getenv("ASTRO_NATS_PASSWORD"), "NATS password ($ASTRO_NATS_PASSWORD)")
-	fs.StringVar(&c.Creds, "nats-creds", getenv("ASTRO_NATS_CREDS"), "NATS credentials file ($ASTRO_NATS_CREDS)")
-	fs.StringVar(&c.DataDir, "data-dir", or(getenv("ASTRO_DATA_DIR"), ".astro"), "data directory of the embedded log ($ASTRO_DATA_DIR)")
+	envStringVar(fs, getenv, &c.URL, "nats-url", "ASTRO_NATS_URL", "", "NATS server, may hold user:password@; default: the running service's, else its data directory")
+	envStringVar(fs, getenv, &c.User, "nats-user", "ASTRO_NATS_USER", "", "NATS user")
+	envStringVar(fs, getenv, &c.Password, "nats-password", "ASTRO_NATS_PASSWORD", "", "NATS password")
+	envStringVar(fs, getenv, &c.Creds, "nats-creds", "ASTRO_NATS_CREDS", "", "NATS credentials file")
+	envStringVar(fs, getenv, &c.DataDir, "data-dir", "ASTRO_DATA_DIR", ".astro", "data directory of the embedded log")
 }
 
 // clientOptions are the options of a connection as user: its inbox prefix

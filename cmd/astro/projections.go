@@ -48,7 +48,7 @@ func projectionsStatus(ctx context.Context, args []string, getenv func(string) s
 	fs.SetOutput(stderr)
 	client := natsClient{Role: natsserver.UserAstro} // the projectors' consumers are Astro's own
 	client.addFlags(fs, getenv)
-	dbURL := fs.String("database-url", getenv("ASTRO_DATABASE_URL"), "PostgreSQL of the read models; default: the running service's private one, found in its data directory ($ASTRO_DATABASE_URL)")
+	dbURL := envString(fs, getenv, "database-url", "ASTRO_DATABASE_URL", "", "PostgreSQL of the read models; default: the running service's private one, found in its data directory")
 	asJSON := fs.Bool("json", false, "one JSON object a projector instead of a table")
 	if err := fs.Parse(args); err != nil {
 		return err

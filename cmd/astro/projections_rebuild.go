@@ -30,7 +30,7 @@ func projectionsRebuild(ctx context.Context, args []string, getenv func(string) 
 	}
 	client := natsClient{Role: natsserver.UserAstro}
 	client.addFlags(fs, getenv)
-	dbURL := fs.String("database-url", getenv("ASTRO_DATABASE_URL"), "PostgreSQL URL of the read models; default: the private PostgreSQL of the data directory ($ASTRO_DATABASE_URL)")
+	dbURL := envString(fs, getenv, "database-url", "ASTRO_DATABASE_URL", "", "PostgreSQL URL of the read models; default: the private PostgreSQL of the data directory")
 	force := fs.Bool("force", false, "switch even when the rebuilt read model differs from the live one, printing the differences")
 	wait := fs.Bool("wait", false, "wait for another rebuild of the same read model to end instead of failing")
 	batch := fs.Int("batch", 0, "events per transaction (default 20000)")

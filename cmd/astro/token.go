@@ -20,7 +20,7 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	ws := fs.String("workspace", "", "workspace id (workspace_id)")
 	scope := fs.String("scope", "", `space-separated privileges, e.g. "notifications:send resources:write"`)
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
-	dataDir := fs.String("data-dir", or(getenv("ASTRO_DATA_DIR"), ".astro"), "data directory holding the development secret ($ASTRO_DATA_DIR)")
+	dataDir := envString(fs, getenv, "data-dir", "ASTRO_DATA_DIR", ".astro", "data directory holding the development secret")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,9 +30,14 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	}
 	// Trimmed as the service trims it: a secret from a file or a
 	// Kubernetes secret often ends in a newline.
-	secret, err := jwtSecret(strings.TrimSpace(getenv("ASTRO_JWT_SECRET")), "", *dataDir)
+	secret, err := jwtSecret(strings.TrimSpace(getenv("ASTRO_JWT_SECRET")), strings.TrimSpace(getenv("ASTRO_JWKS_URL")), *dataDir)
 	if err != nil {
 		return err
+	}
+	if secret == nil {
+		// The service takes only its identity provider's tokens then: a
+		// token signed with a secret of the data directory would be 401.
+		return errors.New("token: ASTRO_JWKS_URL is set and ASTRO_JWT_SECRET is not: the service takes only the identity provider's tokens")
 	}
 	tok, err := auth.Sign(secret, auth.Claims{UserID: *user, WorkspaceID: *ws, Scopes: strings.Fields(*scope)}, time.Now(), *ttl)
 	if err != nil {
