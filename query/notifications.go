@@ -80,16 +80,19 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 	q := Notifications{cached: newPosCache[Counts](1 << 16)}
 	if err := prepare(ctx, db, "notification queries", []statement{
 		// The page and the user's counts in one statement, so one snapshot:
-		// totalCount is never from a moment other than the items'.
-		{&q.page, `SELECT c.total, c.unread, c.seq, n.id, n.sender_id, n.notification_type, n.create_date, n.subject, n.message, n.read_date, n.data
-			FROM notification_counts c CROSS JOIN LATERAL (
-				SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data, seq
-				FROM notifications
-				WHERE workspace_id = c.workspace_id AND recipient_id = c.recipient_id AND ($3::bigint = 0 OR seq < $3)
-				  AND ($4 = '' OR sender_id = $4) AND (cardinality($5::text[]) = 0 OR notification_type = ANY($5))
-				ORDER BY seq DESC LIMIT ` + fmt.Sprint(PageSize) + `) n
-			WHERE c.workspace_id = $1 AND c.recipient_id = $2
-			ORDER BY n.seq DESC`},
+		// totalCount is never from a moment other than the items'. The
+		// counts come in subqueries, so that the statement locks
+		// notifications before notification_counts, in the order a
+		// rebuild's switch takes them: the other order deadlocks with it.
+		{&q.page, `SELECT
+				COALESCE((SELECT total FROM notification_counts WHERE workspace_id = $1 AND recipient_id = $2), 0),
+				COALESCE((SELECT unread FROM notification_counts WHERE workspace_id = $1 AND recipient_id = $2), 0),
+				COALESCE((SELECT seq FROM notification_counts WHERE workspace_id = $1 AND recipient_id = $2), 0),
+				id, sender_id, notification_type, create_date, subject, message, read_date, data
+			FROM notifications
+			WHERE workspace_id = $1 AND recipient_id = $2 AND ($3::bigint = 0 OR seq < $3)
+			  AND ($4 = '' OR sender_id = $4) AND (cardinality($5::text[]) = 0 OR notification_type = ANY($5))
+			ORDER BY seq DESC LIMIT ` + fmt.Sprint(PageSize)},
 		{&q.counts, `SELECT total, unread, seq FROM notification_counts WHERE workspace_id = $1 AND recipient_id = $2`},
 		{&q.seqOf, `SELECT seq FROM notifications WHERE workspace_id = $1 AND recipient_id = $2 AND id = $3`},
 		{&q.one, `SELECT id, sender_id, notification_type, create_date, subject, message, read_date, data

@@ -1,0 +1,103 @@
+package query_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"astro/projections"
+	"astro/projections/pgtest"
+	"astro/query"
+)
+
+// A page read while a rebuild switches the notifications tables waits and
+// is answered. It read notification_counts before notifications, the other
+// order from the switch's, and PostgreSQL ended it as a deadlock: a 500.
+func TestPageReadDuringARebuildSwitch(t *testing.T) {
+	db := pgtest.Open(t)
+	ctx := t.Context()
+	if err := projections.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `
+		INSERT INTO notifications VALUES ('ws','u','10000000-0000-4000-8000-000000000001','s','t','sub','m',NULL,now(),NULL,1);
+		INSERT INTO notification_counts (workspace_id, recipient_id, total, unread, seq) VALUES ('ws','u',1,1,1);
+		CREATE SCHEMA build; CREATE SCHEMA retired;
+		CREATE TABLE build.notifications (LIKE public.notifications INCLUDING ALL);
+		CREATE TABLE build.notification_counts (LIKE public.notification_counts INCLUDING ALL);`); err != nil {
+		t.Fatal(err)
+	}
+	q, err := query.NewNotifications(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(like string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var n int
+			if err := db.GetContext(ctx, &n, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`, like); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no statement like %q waits for a lock", like)
+			}
+			time.Sleep(10 * time.Millisecond) // polling, bounded by the deadline
+		}
+	}
+
+	// A read under way holds the switch at its first table.
+	reader, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback()
+	if _, err := reader.ExecContext(ctx, `SELECT count(*) FROM notifications`); err != nil {
+		t.Fatal(err)
+	}
+	switched := make(chan error, 1)
+	go func() {
+		sw, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			switched <- err
+			return
+		}
+		defer sw.Rollback()
+		for _, s := range []string{
+			`SET LOCAL lock_timeout = '5s'`,
+			`LOCK TABLE public.notifications, public.notification_counts IN EXCLUSIVE MODE`,
+			`ALTER TABLE public.notifications SET SCHEMA retired`,
+			`ALTER TABLE public.notification_counts SET SCHEMA retired`,
+			`ALTER TABLE build.notifications SET SCHEMA public`,
+			`ALTER TABLE build.notification_counts SET SCHEMA public`,
+		} {
+			if _, err := sw.ExecContext(ctx, s); err != nil {
+				switched <- fmt.Errorf("%s: %w", s, err)
+				return
+			}
+		}
+		switched <- sw.Commit()
+	}()
+	waiting("ALTER TABLE public.notifications%")
+
+	// A page read comes meanwhile.
+	listed := make(chan error, 1)
+	go func() {
+		_, err := q.List(context.WithoutCancel(ctx), "ws", "u", query.NotificationFilter{})
+		listed <- err
+	}()
+	waiting("%FROM notifications%")
+	if err := reader.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-listed; err != nil {
+		t.Fatalf("a page read during the switch: %v", err)
+	}
+	if err := <-switched; err != nil {
+		t.Fatalf("the switch: %v", err)
+	}
+}
