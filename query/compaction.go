@@ -22,8 +22,12 @@ type Compactions struct{ due *sqlx.Stmt }
 func NewCompactions(ctx context.Context, db *sqlx.DB) (*Compactions, error) {
 	var q Compactions
 	if err := prepare(ctx, db, "compactions", []statement{
+		// An inbox with no event since its compaction holds nothing to
+		// erase, however old that compaction: it was due again every
+		// half EraseWithin, for ever, and with enough idle inboxes the
+		// rounds would not reach the ones that are due.
 		{&q.due, `SELECT workspace_id, recipient_id FROM notification_counts
-			WHERE events >= $1 OR oldest < $2
+			WHERE events >= $1 OR (events > 0 AND oldest < $2)
 			ORDER BY oldest LIMIT $3`},
 	}); err != nil {
 		return nil, err
@@ -32,8 +36,8 @@ func NewCompactions(ctx context.Context, db *sqlx.DB) (*Compactions, error) {
 }
 
 // Due lists at most limit inboxes that had at least events events since
-// their last compaction, or whose log holds an event from before
-// olderThan; the oldest first.
+// their last compaction, or had any and hold one from before olderThan
+// (that compaction, or their first event); the oldest first.
 func (q *Compactions) Due(ctx context.Context, events int, olderThan time.Time, limit int) ([]Inbox, error) {
 	var out []Inbox
 	if err := q.due.SelectContext(ctx, &out, events, olderThan, limit); err != nil {

@@ -101,3 +101,45 @@ func TestPageReadDuringARebuildSwitch(t *testing.T) {
 		t.Fatalf("the switch: %v", err)
 	}
 }
+
+// An inbox is due for compaction once it has had enough events since its
+// last one, or has had any and holds one older than the bound; an inbox
+// idle since its compaction holds nothing to erase, and is never due.
+func TestCompactionsDue(t *testing.T) {
+	db := pgtest.Open(t)
+	ctx := t.Context()
+	if err := projections.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, r := range []struct {
+		user   string
+		events int
+		oldest time.Time
+	}{
+		{"busy", 1000, now},
+		{"old-change", 1, now.Add(-13 * time.Hour)},
+		{"idle-since-compaction", 0, now.Add(-13 * time.Hour)},
+		{"recent-change", 1, now.Add(-time.Hour)},
+	} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO notification_counts (workspace_id, recipient_id, total, unread, seq, events, oldest)
+			VALUES ('ws', $1, 1, 0, 1, $2, $3)`, r.user, r.events, r.oldest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := query.NewCompactions(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due, err := q.Due(ctx, 1000, now.Add(-12*time.Hour), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for _, in := range due {
+		users = append(users, in.RecipientID)
+	}
+	if fmt.Sprint(users) != "[old-change busy]" {
+		t.Fatalf("due: %v, want [old-change busy]", users)
+	}
+}
