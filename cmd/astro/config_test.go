@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"astro/api/auth"
+	"astro/events/natsserver"
 )
 
 func TestSecondInstanceOnADataDirIsRefused(t *testing.T) {
@@ -145,5 +147,32 @@ func TestTokenCommandRefusesWhenTheServiceTakesJWKSOnly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "jwt-secret")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a secret was kept in the data directory: %v", err)
+	}
+}
+
+// Processes that start at once on a new data directory (the service and
+// astro nats-credentials) agree on one set of NATS passwords. One that
+// read the file another had just created found it empty, and called it
+// damaged: delete it, it said, and the running service's clients would
+// then have other passwords.
+func TestNATSPasswordsKeptOnceWhenStartedTogether(t *testing.T) {
+	for round := range 20 {
+		dir := t.TempDir()
+		got := make([]natsserver.Passwords, 8)
+		errs := make([]error, len(got))
+		var wg sync.WaitGroup
+		for i := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], errs[i] = natsPasswords(dir)
+			}()
+		}
+		wg.Wait()
+		for i := range got {
+			if errs[i] != nil || got[i] != got[0] {
+				t.Fatalf("round %d, process %d: %+v, %v; the first got %+v", round, i, got[i], errs[i], got[0])
+			}
+		}
 	}
 }

@@ -46,31 +46,45 @@ func protectedConsumers() []string {
 	return out
 }
 
+// keptNATSPasswords reads the passwords kept in path (fs.ErrNotExist when
+// there is none), waiting a moment for a file another process has just
+// created to be written: read at once, it is empty, and "damaged" would
+// send the operator to delete credentials in use.
+func keptNATSPasswords(path string) (natsserver.Passwords, error) {
+	for range 50 {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return natsserver.Passwords{}, err
+		}
+		if err != nil {
+			return natsserver.Passwords{}, fmt.Errorf("read NATS credentials: %w", err)
+		}
+		var p natsserver.Passwords
+		if json.Unmarshal(b, &p) == nil && p.Astro != "" && p.Consumer != "" && p.Service != "" {
+			return p, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return natsserver.Passwords{}, fmt.Errorf("%s is damaged; delete it to generate new NATS credentials", path)
+}
+
 // natsPasswords returns the embedded server's passwords, generated into the
 // data directory on first use.
 func natsPasswords(dataDir string) (natsserver.Passwords, error) {
 	path := filepath.Join(dataDir, natsPasswordsFile)
-	var p natsserver.Passwords
-	b, err := os.ReadFile(path)
-	if err == nil {
-		if err := json.Unmarshal(b, &p); err != nil || p.Astro == "" || p.Consumer == "" || p.Service == "" {
-			return natsserver.Passwords{}, fmt.Errorf("%s is damaged; delete it to generate new NATS credentials", path)
-		}
-		return p, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return natsserver.Passwords{}, fmt.Errorf("read NATS credentials: %w", err)
+	if p, err := keptNATSPasswords(path); !errors.Is(err, fs.ErrNotExist) {
+		return p, err
 	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return natsserver.Passwords{}, err
 	}
-	p = natsserver.Passwords{Astro: newPassword(), Consumer: newPassword(), Service: newPassword()}
-	b, _ = json.MarshalIndent(p, "", "  ") // plain strings always encode
+	p := natsserver.Passwords{Astro: newPassword(), Consumer: newPassword(), Service: newPassword()}
+	b, _ := json.MarshalIndent(p, "", "  ") // plain strings always encode
 	// O_EXCL: when two processes start at once, one writes and the other
 	// reads what it wrote.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return natsPasswords(dataDir)
+		return keptNATSPasswords(path)
 	}
 	if err != nil {
 		return natsserver.Passwords{}, fmt.Errorf("keep NATS credentials: %w", err)
