@@ -157,14 +157,15 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ htt
 	if err := singleValued(q, "lastId", "senderId", "asFlatList"); err != nil {
 		return err
 	}
-	f := query.NotificationFilter{LastID: q.Get("lastId"), SenderID: q.Get("senderId")}
+	lastID := q.Get("lastId")
+	f := query.NotificationFilter{SenderID: q.Get("senderId")}
 	// As a send names its sender: a UUID lower-cased, another id by its
 	// name-based UUID, so ?senderId=bob finds what "bob" sent. Other text
 	// is still taken as it is (it finds nothing a send could have stored
 	// since senders became UUIDs).
 	f.SenderID = events.UpstreamID(f.SenderID)
 	v := commands.Validation{}
-	if f.LastID != "" && !events.ValidUUID(f.LastID) {
+	if lastID != "" && !events.ValidUUID(lastID) {
 		v.Add("lastId", "lastId must be a UUID.")
 	}
 	if !cleanText(f.SenderID) {
@@ -194,6 +195,12 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ htt
 	if err := s.fresh(w, r, s.cfg.NotificationsProjected, inboxSubject(c)); err != nil {
 		return err
 	}
+	if lastID != "" {
+		var err error
+		if f.Before, err = s.pageAfter(r.Context(), c, strings.ToLower(lastID)); err != nil {
+			return err
+		}
+	}
 	page, err := s.cfg.NotificationQueries.List(r.Context(), c.WorkspaceID, c.UserID, f)
 	if err != nil {
 		return err
@@ -218,6 +225,50 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ http
 	setPosition(w, res.Seq)
 	writeOK(w, dto)
 	return nil
+}
+
+// pageAfter is the log position the page after notification id (the
+// oldest of the page before) ends below. The read model has it, unless the
+// user deleted it since that page: a client scrolling on after a deletion
+// asks for just that. Its inbox's log still tells where it was delivered,
+// in its NotificationSent or, after a compaction, in the compaction's
+// restatement, until the next compaction leaves it out.
+func (s *Server) pageAfter(ctx context.Context, c commands.Caller, id string) (uint64, error) {
+	seq, found, err := s.cfg.NotificationQueries.SeqOf(ctx, c.WorkspaceID, c.UserID, id)
+	if err != nil || found {
+		return seq, err
+	}
+	sent := events.NotificationSent{}.EventType()
+	compacted := events.InboxCompacted{}.EventType()
+	_, err = s.cfg.InboxLog.Read(ctx, inboxSubject(c), 0, func(e events.Event) error {
+		if e.Type != sent && e.Type != compacted {
+			return nil
+		}
+		p, err := events.Decode(e)
+		if err != nil {
+			return err
+		}
+		switch p := p.(type) {
+		case *events.NotificationSent:
+			if p.NotificationID == id {
+				seq = e.Seq
+			}
+		case *events.InboxCompacted:
+			for _, n := range p.Notifications {
+				if n.NotificationID == id {
+					seq = n.Seq
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	if seq == 0 {
+		return 0, commands.Invalid(map[string][]string{"lastId": {"lastId is not one of your notifications; start again without it."}})
+	}
+	return seq, nil
 }
 
 // SendAnswers answers sends on every transport.

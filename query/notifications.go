@@ -10,8 +10,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
-
-	"astro/commands"
 )
 
 // PageSize is the most notifications one Retrieve returns.
@@ -53,7 +51,7 @@ type NotificationResponseDto struct {
 
 // NotificationFilter selects a page of a user's notifications.
 type NotificationFilter struct {
-	LastID            string   // the oldest notification of the previous page
+	Before            uint64   // the log position of the oldest notification of the previous page; 0: the first page
 	SenderID          string   // only this sender's
 	NotificationTypes []string // only these types
 	Flat              bool     // no grouping
@@ -121,23 +119,26 @@ func (q *Notifications) Counts(ctx context.Context, workspaceID, userID string) 
 	return c, nil
 }
 
+// SeqOf returns the log position of one of a user's pending notifications,
+// the key pages are cut by; found is false when none has that id.
+func (q *Notifications) SeqOf(ctx context.Context, workspaceID, userID, id string) (seq uint64, found bool, err error) {
+	err = q.seqOf.GetContext(ctx, &seq, workspaceID, userID, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("find a notification's position: %w", err)
+	}
+	return seq, true, nil
+}
+
 // List returns a page of a user's notifications, newest first.
 func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f NotificationFilter) (NotificationResponseDto, error) {
-	var before int64
-	if f.LastID != "" {
-		err := q.seqOf.GetContext(ctx, &before, workspaceID, userID, f.LastID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return NotificationResponseDto{}, commands.Invalid(map[string][]string{"lastId": {"lastId is not one of your notifications; start again without it."}})
-		}
-		if err != nil {
-			return NotificationResponseDto{}, fmt.Errorf("find lastId: %w", err)
-		}
-	}
 	types := f.NotificationTypes
 	if types == nil {
 		types = []string{}
 	}
-	rows, err := q.page.QueryxContext(ctx, workspaceID, userID, before, f.SenderID, pq.Array(types))
+	rows, err := q.page.QueryxContext(ctx, workspaceID, userID, int64(f.Before), f.SenderID, pq.Array(types))
 	if err != nil {
 		return NotificationResponseDto{}, fmt.Errorf("list notifications: %w", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -102,5 +103,51 @@ func TestRetrieveGroupsAndFilters(t *testing.T) {
 		if got := len(s.page(alice, c.query).Items); got != c.want {
 			t.Errorf("%s: %d items, want %d", c.query, got, c.want)
 		}
+	}
+}
+
+// A client that scrolls on after deleting the oldest notification it
+// shows asks for the page after a notification that is gone: it gets
+// that page, where it was told "lastId is not one of your notifications";
+// and after a compaction too, while the compaction still names it. Another
+// user's notification, or none, is still refused alike.
+func TestPageAfterADeletedNotification(t *testing.T) {
+	s := startService(t)
+	alice, bob := token(t, "alice", "w1"), token(t, "bob", "w1")
+	svc := sender(t, "w1")
+	var ids []string
+	for range 4 {
+		ids = append(ids, s.send(svc, "alice", "carol", "task").ID) // oldest first
+	}
+	bobs := s.send(svc, "bob", "carol", "task").ID
+	s.call("DELETE", "/api/data/notifications/delete/"+ids[2], alice, nil).want(t, 200)
+
+	after := func(id string) []string {
+		t.Helper()
+		var out []string
+		for _, it := range s.page(alice, "?asFlatList=true&lastId="+id).Items {
+			out = append(out, it.ID)
+		}
+		return out
+	}
+	if got, want := after(ids[2]), []string{ids[1], ids[0]}; !slices.Equal(got, want) {
+		t.Fatalf("the page after a deleted notification: %v, want %v", got, want)
+	}
+	if got, want := after(strings.ToUpper(ids[2])), []string{ids[1], ids[0]}; !slices.Equal(got, want) {
+		t.Fatalf("the page after a deleted notification, its id upper-cased: %v, want %v", got, want)
+	}
+	for _, id := range []string{bobs, idOf("never-sent")} {
+		s.call("GET", "/api/data/notifications?lastId="+id, alice, nil).want(t, 400)
+	}
+	s.call("GET", "/api/data/notifications?lastId="+bobs, bob, nil).want(t, 200)
+
+	// After a compaction, which restates the pending notifications and
+	// erases their NotificationSent: one deleted since is found there.
+	s = startService(t, func(env map[string]string) { env["ASTRO_ERASE_WITHIN"] = "2s" })
+	older, newer := s.send(svc, "alice", "carol", "task").ID, s.send(svc, "alice", "carol", "task").ID
+	s.waitCompacted("alice")
+	s.call("DELETE", "/api/data/notifications/delete/"+newer, alice, nil).want(t, 200)
+	if got := after(newer); !slices.Equal(got, []string{older}) {
+		t.Fatalf("the page after a notification deleted after a compaction: %v, want [%s]", got, older)
 	}
 }

@@ -448,6 +448,24 @@ func (s *service) logEvents(t testing.TB, types ...string) []events.Event {
 	return out
 }
 
+// waitCompacted waits until user's inbox (workspace w1) has been compacted:
+// its log begins with the compaction. A service with a short
+// ASTRO_ERASE_WITHIN compacts within a second or two.
+func (s *service) waitCompacted(user string) {
+	s.t.Helper()
+	waitFor(s.t, 30*time.Second, func() error {
+		for _, e := range s.logEvents(s.t) {
+			if e.WorkspaceID == "w1" && e.Aggregate.Kind == events.KindInbox && e.Aggregate.ID == user {
+				if e.Type != (events.InboxCompacted{}).EventType() {
+					return fmt.Errorf("%s's log begins with %s, not yet compacted", user, e.Type)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("%s's log is empty", user)
+	})
+}
+
 // logMessage is one message of an event stream as stored: what a
 // downstream consumer receives.
 type logMessage struct {

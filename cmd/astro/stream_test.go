@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"astro/events"
 )
 
 const streamPath = "/api/data/notifications/stream"
@@ -377,17 +373,7 @@ func TestNotificationStreamSnapshotAfterAnotherInstanceCompacted(t *testing.T) {
 	for range 3 {
 		b.call("POST", sendPath, svc, sendBody("alice")).want(t, 200)
 	}
-	waitFor(t, 30*time.Second, func() error {
-		for _, e := range a.logEvents(t) {
-			if e.Aggregate.Kind == events.KindInbox && e.Aggregate.ID == "alice" {
-				if e.Type != (events.InboxCompacted{}).EventType() {
-					return fmt.Errorf("alice's log begins with %s, not yet compacted", e.Type)
-				}
-				return nil
-			}
-		}
-		return errors.New("alice's log is empty")
-	})
+	a.waitCompacted("alice")
 	st, _ = a.stream(alice, "")
 	defer st.close()
 	if e := st.next(); e.Name != "snapshot" || e.change(t).TotalCount != 3 || e.change(t).UnreadCount != 3 {
