@@ -163,9 +163,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if c.ShutdownGrace, err = time.ParseDuration(get("shutdown-grace")); err != nil || c.ShutdownGrace < 0 {
 		return Config{}, fmt.Errorf("shutdown-grace: want a duration of 0 or more, got %q", get("shutdown-grace"))
 	}
-	for name, raw := range map[string]string{"nats-url": c.NATSURL, "database-url": c.DatabaseURL, "jwks-url": c.JWKSURL} {
-		if err := checkURLs(raw); err != nil {
-			return Config{}, fmt.Errorf("%s: %w", name, err)
+	for name, urls := range map[string][]string{
+		"nats-url":     strings.Split(c.NATSURL, ","), // NATS takes a list
+		"database-url": {c.DatabaseURL},
+		"jwks-url":     {c.JWKSURL},
+	} {
+		if !validURLs(urls) {
+			// Not repeated, nor the parser's words, which quote the part
+			// it stopped at: it may hold a password.
+			return Config{}, fmt.Errorf("%s: not a valid URL", name)
 		}
 	}
 	if c.RequestTimeout, err = time.ParseDuration(get("request-timeout")); err != nil || c.RequestTimeout <= 0 {
@@ -317,23 +323,17 @@ func envStringVar(fs *flag.FlagSet, getenv func(string) string, p *string, name,
 	}
 }
 
-// checkURLs refuses a URL (or a comma-separated list of them, as NATS
-// takes) that does not parse, without repeating it: it may hold a
-// password. A PostgreSQL key=value connection string is no URL and is left
-// to the driver.
-func checkURLs(raw string) error {
-	for _, u := range strings.Split(raw, ",") {
+// validURLs reports whether each of urls parses. A PostgreSQL key=value
+// connection string is no URL and is left to the driver.
+func validURLs(urls []string) bool {
+	for _, u := range urls {
 		u = strings.TrimSpace(u)
 		if !strings.Contains(u, "://") {
 			continue
 		}
 		if _, err := url.Parse(u); err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err // url.Error repeats the URL
-			}
-			return fmt.Errorf("not a valid URL: %v", err)
+			return false
 		}
 	}
-	return nil
+	return true
 }

@@ -72,6 +72,7 @@ func TestConfig(t *testing.T) {
 		{"a database URL that does not parse", map[string]string{"ASTRO_DATABASE_URL": "postgres://astro:s3cret@db:54x32/astro"}, nil, false, 0},
 		{"a NATS URL that does not parse", map[string]string{"ASTRO_NATS_URL": "nats://a:4222,nats://astro:s3cret@b:42x22"}, nil, false, 0},
 		{"a key=value database string", map[string]string{"ASTRO_DATABASE_URL": "host=db user=astro password=s3cret"}, nil, true, 50},
+		{"a database password with a comma", map[string]string{"ASTRO_DATABASE_URL": "postgres://astro:s3cr,et@db:5432/astro"}, nil, true, 50},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -114,7 +115,7 @@ func TestSecretsStayOutOfUsageAndErrors(t *testing.T) {
 		"ASTRO_JWT_SECRET":        "jwt-" + strings.Repeat("s", 40),
 		"ASTRO_STREAM_TICKET_KEY": "ticket-" + strings.Repeat("t", 40),
 		"ASTRO_NATS_PASSWORD":     "nats-p4ss",
-		"ASTRO_DATABASE_URL":      "postgres://astro:db-p4ss@db:54x32/astro",
+		"ASTRO_DATABASE_URL":      "postgres://astro:db-p4ss/x@db/astro", // the parser quotes ":db-p4ss" as a port
 	}
 	env := func(k string) string { return secrets[k] }
 	for _, args := range [][]string{
