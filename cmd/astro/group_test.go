@@ -18,13 +18,14 @@ func TestGroupStopsTheLastPartsLast(t *testing.T) {
 	})
 	g.add(func(ctx context.Context) error {
 		<-ctx.Done()
-		// A request finishing in the grace still has the last parts.
+		// A request finishing in the grace still has the last parts. (An
+		// error returned after ctx ended is no failure to run: say it here.)
 		select {
 		case <-lastStopped:
-			return errors.New("the last part stopped before the part that needs it")
+			t.Error("the last part stopped before the part that needs it")
 		case <-time.After(50 * time.Millisecond):
-			return nil
 		}
+		return nil
 	})
 	done := make(chan error, 1)
 	go func() { done <- g.run(ctx) }()
