@@ -86,7 +86,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		// A claim left pending holds the key's retries until it goes
 		// stale, so a passing failure (a leader election) is retried.
 		if err == nil || errors.Is(err, idempotency.ErrFull) || errors.Is(err, idempotency.ErrTooLarge) || finish.Err() != nil {
-			break // the key was given up: nothing to retry
+			break // the key was given up, or kept without its answer: nothing to retry
 		}
 		select {
 		case <-finish.Done():

@@ -123,15 +123,18 @@ var (
 	// ErrFull: the bucket reached its MaxBytes; no new key is taken until
 	// records expire.
 	ErrFull = errors.New("idempotency records are at their size limit")
-	// ErrTooLarge: an answer too large to keep (MaxRecord); its key was
-	// given up, and a retry executes again.
+	// ErrTooLarge: an answer too large to keep (MaxRecord). The key stays
+	// bound to its request without an answer, as after a failure: a retry
+	// executes again, finding what the request appended, and another
+	// request under the key is refused.
 	ErrTooLarge = errors.New("idempotent answer too large to keep")
 )
 
 // MaxRecord bounds a record. An answer whose record would be larger is not
-// kept: one request must not take a megabyte of a bucket every workspace
-// shares (a send's answer with its content is at most about 40 KB), and a
-// record past the log's largest message could never be written at all.
+// kept: one request must not take up to a megabyte of a bucket every
+// workspace shares (an answer's '<' is six bytes in JSON, and its record
+// holds it in base64), and a record past the log's largest message could
+// never be written at all.
 const MaxRecord = 64 << 10
 
 // Claim is the right to execute a request once.
@@ -300,11 +303,13 @@ func (c *Claim) Finish(ctx context.Context, status int, body []byte, position ui
 	c.rec.Pending, c.rec.Status, c.rec.Body, c.rec.Position = false, status, sealBody(c.seal, body), position
 	val, _ := json.Marshal(c.rec)
 	if len(val) > MaxRecord {
-		// Given up, as when the bucket is full: a retry executes again,
-		// which the event ids derived from the key keep from appending
-		// twice.
-		if err := c.Release(ctx); err != nil {
-			return fmt.Errorf("record idempotent answer of %d bytes: %w; release: %v", len(val), ErrTooLarge, err)
+		// Kept as a request whose answer is unknown: a retry executes
+		// again as one that ran before (Again), so it appends nothing
+		// twice however late it comes; given up, it would be a new
+		// request once the log's duplicate window had passed.
+		c.rec.Status, c.rec.Body, c.rec.Position = 0, nil, 0
+		if err := c.Unanswered(ctx); err != nil {
+			return fmt.Errorf("record idempotent answer of %d bytes: %w; %v", len(val), ErrTooLarge, err)
 		}
 		return fmt.Errorf("record idempotent answer of %d bytes: %w", len(val), ErrTooLarge)
 	}

@@ -385,10 +385,12 @@ func TestTakeoverFailures(t *testing.T) {
 	}
 }
 
-// An answer too large to keep gives its key up at once: kept, it would
-// take a bucket every workspace shares a megabyte at a time, and past the
-// log's largest message it could never be written (its claim held its
-// retries until it went stale, each waiting out the writes' 10 s).
+// An answer too large to keep is not kept, and its key stays bound to its
+// request as after a failure: kept, it would take a bucket every
+// workspace shares a megabyte at a time, and past the log's largest
+// message it could never be written (its claim held its retries until it
+// went stale, each waiting out the writes' 10 s). A retry executes again
+// as one that ran before; another request under the key is refused.
 func TestAnswerTooLargeIsNotKept(t *testing.T) {
 	js, err := jetstream.New(natstest.Conn(t))
 	if err != nil {
@@ -409,8 +411,14 @@ func TestAnswerTooLargeIsNotKept(t *testing.T) {
 			t.Fatalf("an answer of %d bytes: %v, want ErrTooLarge", size, err)
 		}
 		again, replay, err := s.Begin(ctx, key, "req")
-		if err != nil || replay != nil || again.Again() {
-			t.Fatalf("the key of an answer not kept: claim %v, replay %v, %v; want a new claim", again, replay, err)
+		if err != nil || replay != nil || !again.Again() {
+			t.Fatalf("a retry of an answer not kept: claim %v, replay %v, %v; want a claim that runs again", again, replay, err)
+		}
+		if _, _, err := s.Begin(ctx, key, "another request"); !errors.Is(err, ErrMismatch) {
+			t.Fatalf("another request under the key of an answer not kept: %v, want ErrMismatch", err)
+		}
+		if err := again.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 	claim, _, err := s.Begin(ctx, "small", "req")
