@@ -242,15 +242,17 @@ func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, over
 
 // Finish completes the erasure of subject that a crash cut short: it
 // erases what precedes the inbox's last erasure or last complete
-// compaction. A compaction whose parts did not all land erases nothing;
-// the inbox's next compaction does.
+// compaction. A last compaction whose parts did not all land is done
+// again: its first part restarted the inbox's count of events, so an idle
+// inbox would never be due again, and what it was to erase would stay.
 func (c *Compactor) Finish(ctx context.Context, subject string) error {
 	var cut, first uint64
 	var compaction string
+	incomplete := false
 	err := c.log.ReadAll(ctx, subject, func(e events.Event) error {
 		switch e.Type {
 		case events.InboxErased{}.EventType():
-			cut = e.Seq
+			cut, incomplete = e.Seq, false
 		case events.InboxCompacted{}.EventType():
 			p, err := events.Decode(e)
 			if err != nil {
@@ -258,16 +260,24 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 			}
 			part := p.(*events.InboxCompacted)
 			if part.Part == 1 {
-				first, compaction = e.Seq, part.CompactionID
+				first, compaction, incomplete = e.Seq, part.CompactionID, true
 			}
 			if part.CompactionID == compaction && part.Part == part.Parts {
-				cut = first
+				cut, incomplete = first, false
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("finish erasure of %s: %w", subject, err)
+	}
+	if incomplete {
+		ws, a, err := events.ParseSubject(subject)
+		if err != nil {
+			return fmt.Errorf("finish erasure of %s: %w", subject, err)
+		}
+		_, err = c.Compact(ctx, ws, a.ID)
+		return err
 	}
 	if cut == 0 {
 		return c.ledger.Done(ctx, subject)
