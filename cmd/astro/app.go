@@ -191,10 +191,13 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		compactions: compactions, cfg: cfg, log: log}, nil
 }
 
-// erasureAbandoned: an erasure begun this long ago and not done was cut
-// short while the service ran (its request's deadline, a failure), and is
-// finished in the background. Past any request's bound and its grace.
-const erasureAbandoned = 2 * time.Minute
+// erasureAbandoned is how long ago an erasure not done must have begun (or
+// last renewed its entry, after each inbox) for the background to take it
+// for cut short (its request's deadline, a failure) and finish it: past
+// any request's bound and the shutdown's grace, and at least 2 minutes.
+func (a *app) erasureAbandoned() time.Duration {
+	return max(2*time.Minute, a.cfg.RequestTimeout+a.cfg.ShutdownGrace+time.Minute)
+}
 
 // addTo adds the application's long-running parts to g: the NATS command
 // handler, the erasures and inbox compactions, and the projectors, which
@@ -208,9 +211,9 @@ func (a *app) addTo(g *group) {
 		if err := a.eraser.Finish(ctx, time.Time{}); err != nil && ctx.Err() == nil {
 			a.log.Warn("finishing workspace erasures a stop cut short; trying again later", "err", err)
 		}
-		return a.compactor.Run(ctx, dueInboxes{a.compactions}, notifications.Schedule{Every: a.cfg.CompactEvery, Abandoned: erasureAbandoned})
+		return a.compactor.Run(ctx, dueInboxes{a.compactions}, notifications.Schedule{Every: a.cfg.CompactEvery, Abandoned: a.erasureAbandoned()})
 	})
-	g.add(func(ctx context.Context) error { return a.eraser.Run(ctx, time.Minute, erasureAbandoned) })
+	g.add(func(ctx context.Context) error { return a.eraser.Run(ctx, time.Minute, a.erasureAbandoned()) })
 }
 
 // dueInboxes lists the inboxes due for compaction from the read model.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"astro/commands"
@@ -43,6 +44,8 @@ type Eraser struct {
 	inboxes *notifications.Compactor
 	now     func() time.Time
 	logger  *slog.Logger
+
+	finishing sync.Mutex
 }
 
 // New returns an Eraser.
@@ -169,6 +172,7 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 	if err != nil {
 		return err
 	}
+	self := events.Subject(ws, events.Aggregate{Kind: events.KindWorkspace, ID: ws})
 	for _, s := range inboxes {
 		_, a, err := events.ParseSubject(s)
 		if err != nil {
@@ -180,6 +184,10 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 		}
 		out.Notifications += res.Notifications
 		out.Events += res.Events
+		// Still under way: no other instance takes it for abandoned.
+		if err := x.ledger.Begin(ctx, self); err != nil {
+			return err
+		}
 	}
 	// A snapshot key is the aggregate's snapshot name (one or two tokens,
 	// "holiday.v1") and its subject.
@@ -191,7 +199,7 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 	if _, err := x.log.EraseParked(ctx, events.SubjectPrefix+"."+ws+".>"); err != nil {
 		return err
 	}
-	return x.ledger.Done(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindWorkspace, ID: ws}))
+	return x.ledger.Done(ctx, self)
 }
 
 // Finish finishes the erasures of workspaces begun before begunBefore
@@ -199,6 +207,10 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 // deadline, as the actor who asked for each; erasures of inboxes are the
 // compactor's.
 func (x *Eraser) Finish(ctx context.Context, begunBefore time.Time) error {
+	// One at a time here: the start's pass and Run's rounds would
+	// otherwise finish the same erasure side by side.
+	x.finishing.Lock()
+	defer x.finishing.Unlock()
 	subjects, err := x.ledger.Unfinished(ctx, begunBefore)
 	if err != nil {
 		return err
@@ -206,6 +218,12 @@ func (x *Eraser) Finish(ctx context.Context, begunBefore time.Time) error {
 	for _, s := range subjects {
 		ws, a, err := events.ParseSubject(s)
 		if err != nil || a.Kind != events.KindWorkspace {
+			continue
+		}
+		if ok, err := x.ledger.Claim(ctx, s, begunBefore); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		var last *events.Event

@@ -58,6 +58,10 @@ type Ledger interface {
 	// Unfinished lists the erasures begun before begunBefore (any time
 	// when it is zero) and not done.
 	Unfinished(ctx context.Context, begunBefore time.Time) ([]string, error)
+	// Claim takes an unfinished erasure begun before begunBefore (any,
+	// when it is zero) for the caller to finish: false when it is younger,
+	// done, or another instance took it first.
+	Claim(ctx context.Context, subject string, begunBefore time.Time) (bool, error)
 }
 
 // CompactorConfig tunes compaction.
@@ -297,6 +301,12 @@ func (c *Compactor) FinishAll(ctx context.Context, begunBefore time.Time) error 
 	}
 	for _, s := range subjects {
 		if _, a, err := events.ParseSubject(s); err != nil || a.Kind != events.KindInbox {
+			continue
+		}
+		if ok, err := c.ledger.Claim(ctx, s, begunBefore); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		if err := c.Finish(ctx, s); err != nil {

@@ -251,6 +251,31 @@ func (p Pending) Done(ctx context.Context, key string) error {
 	return nil
 }
 
+// Claim takes the unfinished erasure of key for its caller to finish, if
+// it began before begunBefore (whenever, when that is zero): the entry is
+// written again, with a check of its revision, so it is young again to
+// every other instance's next look, and of two instances that look at once
+// one gets it. An erasure that runs long renews its own entry (Begin).
+func (p Pending) Claim(ctx context.Context, key string, begunBefore time.Time) (bool, error) {
+	e, err := p.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil // finished meanwhile
+	}
+	if err != nil {
+		return false, fmt.Errorf("claim erasure of %s: %w", key, err)
+	}
+	if !begunBefore.IsZero() && !e.Created().Before(begunBefore) {
+		return false, nil
+	}
+	if _, err := p.kv.Update(ctx, key, nil, e.Revision()); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil // another instance claimed it first
+		}
+		return false, fmt.Errorf("claim erasure of %s: %w", key, err)
+	}
+	return true, nil
+}
+
 // Unfinished lists the erasures begun before begunBefore (any time when
 // it is zero) and not finished.
 func (p Pending) Unfinished(ctx context.Context, begunBefore time.Time) ([]string, error) {

@@ -332,3 +332,32 @@ func TestUnfinishedBegunBefore(t *testing.T) {
 		t.Fatalf("after Done: %v %v", got, err)
 	}
 }
+
+// Claiming an abandoned erasure makes it young again, so the next look of
+// any other instance leaves it to the one that claimed it; a young one, or
+// one finished, is not claimed.
+func TestClaimAnAbandonedErasure(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := t.Context()
+	ledger := l.Pending()
+	const key = "astro.w1.workspace.w1"
+	if err := ledger.Begin(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ledger.Claim(ctx, key, time.Now().Add(-time.Hour)); err != nil || ok {
+		t.Fatalf("a young erasure claimed: %v %v", ok, err)
+	}
+	abandoned := time.Now().Add(time.Second) // begun before it, so "abandoned"
+	if ok, err := ledger.Claim(ctx, key, abandoned); err != nil || !ok {
+		t.Fatalf("an abandoned erasure not claimed: %v %v", ok, err)
+	}
+	if ok, err := ledger.Claim(ctx, key, abandoned.Add(-time.Second)); err != nil || ok {
+		t.Fatalf("an erasure claimed again at once, by the same measure: %v %v", ok, err)
+	}
+	if err := ledger.Done(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ledger.Claim(ctx, key, time.Time{}); err != nil || ok {
+		t.Fatalf("a finished erasure claimed: %v %v", ok, err)
+	}
+}
