@@ -154,7 +154,12 @@ func (inf *infra) Close() {
 
 func (inf *infra) connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("astro"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil && nc.IsClosed() {
+				return // Astro's own close, at shutdown
+			}
+			log.Warn("NATS disconnected", "err", err)
+		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Error("NATS", "err", err) }),
 	}
@@ -169,7 +174,7 @@ func (inf *infra) connectNATS(ctx context.Context, cfg Config, log *slog.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(cfg.NATSURL), err)
 		}
-		inf.onClose(func() { _ = nc.Drain() })
+		inf.onClose(func() { drain(nc) })
 		return nc, nil
 	}
 	passwords, err := natsPasswords(cfg.DataDir)
@@ -201,8 +206,25 @@ func (inf *infra) connectNATS(ctx context.Context, cfg Config, log *slog.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded NATS: %w", err)
 	}
-	inf.onClose(func() { _ = nc.Drain() })
+	inf.onClose(func() { drain(nc) })
 	return nc, nil
+}
+
+// drain drains nc and waits a moment for it to close. Drain alone returns
+// at once, and the embedded server, shut down next, cut the connection
+// under it: a warning in every clean stop's log.
+func drain(nc *nats.Conn) {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		nc.Close()
+	}
 }
 
 func (inf *infra) openDatabase(ctx context.Context, cfg Config, log *slog.Logger) (*sqlx.DB, error) {

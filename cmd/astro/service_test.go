@@ -167,13 +167,7 @@ func startWithConfig(t testing.TB, env map[string]string, adjust func(*Config)) 
 func TestServeAnnouncesAddresses(t *testing.T) {
 	env, _ := serviceEnv(t, func(env map[string]string) { env["ASTRO_METRICS_ADDR"] = "127.0.0.1:0" })
 	m := runAsMain(t, env)
-	waitFor(t, 60*time.Second, func() error {
-		m.running()
-		if m.announced("astro: listening on ") == "" {
-			return fmt.Errorf("no listening address announced:\n%s", m.stdout.String())
-		}
-		return nil
-	})
+	m.waitListening()
 	base, metricsURL := m.announced("astro: listening on "), m.announced("astro: metrics on ")
 	if !strings.HasPrefix(base, "http://127.0.0.1:") || !strings.HasPrefix(metricsURL, "http://127.0.0.1:") || !strings.HasSuffix(metricsURL, "/metrics") {
 		t.Fatalf("announced API %q and metrics %q, want http://127.0.0.1:PORT and http://127.0.0.1:PORT/metrics", base, metricsURL)
@@ -190,6 +184,32 @@ func TestServeAnnouncesAddresses(t *testing.T) {
 	}
 	m.cancel()
 	stopped(t, m.done, &m.stderr)
+	quiet(t, m)
+}
+
+// TestCleanStopOnEmbeddedNATSWarnsOfNothing: the default run, on its
+// embedded NATS server, stops without a warning. It logged "NATS
+// disconnected" every time: the server shut down under a connection still
+// draining.
+func TestCleanStopOnEmbeddedNATSWarnsOfNothing(t *testing.T) {
+	env := map[string]string{
+		"ASTRO_HTTP_ADDR": "127.0.0.1:0", "ASTRO_DATA_DIR": t.TempDir(), "ASTRO_NATS_LISTEN": "off",
+		"ASTRO_DATABASE_URL": pgtest.URL(t), "ASTRO_JWT_SECRET": testSecret, "ASTRO_LOG_LEVEL": "warn",
+	}
+	m := runAsMain(t, env)
+	m.waitListening()
+	m.cancel()
+	stopped(t, m.done, &m.stderr)
+	quiet(t, m)
+}
+
+// quiet fails the test when a clean start and stop logged a warning: an
+// operator's log shows a warning for something to look at.
+func quiet(t *testing.T, m *mainRun) {
+	t.Helper()
+	if log := m.stderr.String(); strings.Contains(log, "level=WARN") || strings.Contains(log, "level=ERROR") {
+		t.Errorf("a clean start and stop logged warnings:\n%s", log)
+	}
 }
 
 // mainRun is the service run as main runs it (run, in this process), for
@@ -219,6 +239,18 @@ func (m *mainRun) running() {
 		m.t.Fatalf("astro exited: %v\n%s", err, m.stderr.String())
 	default:
 	}
+}
+
+// waitListening waits until the service has said where it listens.
+func (m *mainRun) waitListening() {
+	m.t.Helper()
+	waitFor(m.t, 60*time.Second, func() error {
+		m.running()
+		if m.announced("astro: listening on ") == "" {
+			return fmt.Errorf("no listening address announced:\n%s", m.stdout.String())
+		}
+		return nil
+	})
 }
 
 // announced is what the service printed after prefix on a line of its

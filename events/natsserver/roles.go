@@ -2,6 +2,7 @@ package natsserver
 
 import (
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // The users of an Astro NATS server, one per kind of client. The embedded
@@ -88,15 +89,23 @@ func Permissions(user string, protected []string) *server.Permissions {
 	return nil
 }
 
-// users builds the server's users from the passwords.
+// users builds the server's users from the passwords. The server gets
+// them as bcrypt hashes, of the lowest cost: they are long and random, so
+// the hash has nothing to slow down, and a plaintext one makes the server
+// warn at every start.
 func users(p Passwords, protected []string) []*server.User {
 	var out []*server.User
 	for _, u := range []struct{ name, password string }{
 		{UserAstro, p.Astro}, {UserConsumer, p.Consumer}, {UserService, p.Service},
 	} {
-		if u.password != "" {
-			out = append(out, &server.User{Username: u.name, Password: u.password, Permissions: Permissions(u.name, protected)})
+		if u.password == "" {
+			continue
 		}
+		password := u.password
+		if hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost); err == nil {
+			password = string(hash) // else over bcrypt's 72 bytes: kept as it is
+		}
+		out = append(out, &server.User{Username: u.name, Password: password, Permissions: Permissions(u.name, protected)})
 	}
 	return out
 }
