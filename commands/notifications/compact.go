@@ -280,6 +280,13 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 		if err != nil {
 			return fmt.Errorf("finish erasure of %s: %w", subject, err)
 		}
+		// What an erasure before it removes is overwritten, as the user
+		// asked; the new compaction may leave the rest to the turnover.
+		if cut > 0 {
+			if _, err := c.erase.EraseBefore(ctx, subject, cut, true); err != nil {
+				return fmt.Errorf("finish erasure of %s: %w", subject, err)
+			}
+		}
 		_, err = c.Compact(ctx, ws, a.ID)
 		return err
 	}
@@ -462,13 +469,12 @@ func (c *Compactor) Run(ctx context.Context, due Due, s Schedule) error {
 		if started {
 			before = c.now().Add(-s.Abandoned)
 		}
-		if err := c.FinishAll(ctx, before); err != nil {
-			if ctx.Err() == nil {
-				c.cfg.Logger.Warn("finishing erasures; trying again next round", "err", err)
-			}
-		} else {
-			started = true
+		if err := c.FinishAll(ctx, before); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Warn("finishing erasures; trying again next round", "err", err)
 		}
+		// Past the first round, only abandoned ones: another instance may
+		// be finishing one, or compacting, right now.
+		started = true
 		c.round(ctx, due, s)
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -350,25 +351,7 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 		f.send(t, "alice", fmt.Sprintf("note %d", i))
 	}
 	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
-	content, err := f.compactor.contents(ctx, subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendParts := func(keep int) {
-		t.Helper()
-		by := commands.Caller{WorkspaceID: "w1", UserID: compactorActor}
-		now := time.Now()
-		_, err := commands.Run(ctx, f.store, by, events.Aggregate{Kind: events.KindInbox, ID: "alice"}, now, func(in *Inbox) ([]events.Payload, error) {
-			ps, err := in.compaction("alice", events.NewID(now), content, 1<<10)
-			if len(ps) < 2 {
-				t.Fatalf("want a compaction of several parts, got %d", len(ps))
-			}
-			return ps[:min(keep, len(ps))], err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendParts := func(keep int) { f.compactPartly(t, "alice", keep) }
 
 	// Cut after the first part: compacted again, whole.
 	whole := f.state(t, "alice")
@@ -419,6 +402,54 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 	}
 }
 
+// compactPartly appends the first keep parts of a compaction of user's
+// inbox in parts of 1 KiB, as one cut short would (keep past the parts:
+// all of them), without erasing anything.
+func (f *logFixture) compactPartly(t *testing.T, user string, keep int) {
+	t.Helper()
+	ctx := t.Context()
+	agg := events.Aggregate{Kind: events.KindInbox, ID: user}
+	content, err := f.compactor.contents(ctx, events.Subject("w1", agg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	_, err = commands.Run(ctx, f.store, commands.Caller{WorkspaceID: "w1", UserID: compactorActor}, agg, now, func(in *Inbox) ([]events.Payload, error) {
+		ps, err := in.compaction(user, events.NewID(now), content, 1<<10)
+		if len(ps) < 2 {
+			t.Fatalf("want a compaction of several parts, got %d", len(ps))
+		}
+		return ps[:min(keep, len(ps))], err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eraseCutShort erases user's inbox as a request whose deadline comes
+// right after the erasure's event is appended: the rest is left undone.
+func (f *logFixture) eraseCutShort(t *testing.T, user string) {
+	t.Helper()
+	request, deadline := context.WithCancel(t.Context())
+	defer deadline()
+	cutting := afterAppend{Log: f.log, after: func(e events.Event) {
+		if e.Type == (events.InboxErased{}).EventType() {
+			deadline()
+		}
+	}}
+	store, err := commands.NewStore(cutting, f.log.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := NewCompactor(store, cutting, f.log, f.log.Pending(), time.Now, CompactorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := comp.Erase(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo"}, user); err == nil {
+		t.Fatal("the erasure was not cut short")
+	}
+}
+
 // noneDue is a schedule's source with no inbox due; it says when a round
 // first asked.
 type noneDue struct{ asked chan struct{} }
@@ -449,24 +480,7 @@ func TestRunFinishesAnErasureCutShortWhileItRuns(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 	<-due.asked // past the start's pass, which finishes every erasure begun
 
-	// The request: its deadline comes right after its event is appended.
-	request, deadline := context.WithCancel(t.Context())
-	cutting := afterAppend{Log: f.log, after: func(e events.Event) {
-		if e.Type == (events.InboxErased{}).EventType() {
-			deadline()
-		}
-	}}
-	store, err := commands.NewStore(cutting, f.log.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	comp, err := NewCompactor(store, cutting, f.log, f.log.Pending(), time.Now, CompactorConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := comp.Erase(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo"}, "alice"); err == nil {
-		t.Fatal("the erasure was not cut short")
-	}
+	f.eraseCutShort(t, "alice")
 
 	deadlineAt := time.Now().Add(10 * time.Second)
 	for {
@@ -482,6 +496,57 @@ func TestRunFinishesAnErasureCutShortWhileItRuns(t *testing.T) {
 			t.Fatalf("the erasure cut short was not finished: %d events left, ledger %v", len(evs), left)
 		}
 		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+	}
+}
+
+// quickTurnover is the log with a turnover short enough that a compaction
+// leaves what it removes to it, and a record of what is erased how.
+type quickTurnover struct {
+	*natslog.Log
+	erased []string // "before/overwrite" of each EraseBefore
+}
+
+func (q *quickTurnover) Turnover(context.Context, string) (time.Duration, error) {
+	return time.Minute, nil
+}
+
+func (q *quickTurnover) EraseBefore(ctx context.Context, subject string, before uint64, overwrite bool) (int, error) {
+	q.erased = append(q.erased, fmt.Sprintf("%d/%v", before, overwrite))
+	return q.Log.EraseBefore(ctx, subject, before, overwrite)
+}
+
+// A user's erasure cut short after its event, then a compaction cut short
+// after its first part: finishing compacts the inbox again, and what the
+// erasure removes is overwritten, as the user asked, whatever the
+// turnover lets the compaction leave.
+func TestFinishingAfterAnErasureOverwritesWhatItErases(t *testing.T) {
+	f := newLogFixture(t, 1<<10)
+	ctx := t.Context()
+	for i := range 10 {
+		f.send(t, "alice", fmt.Sprintf("ERASE-ME-%d", i))
+	}
+	f.eraseCutShort(t, "alice")
+	var erasedAt uint64
+	for _, e := range f.history(t, "alice") {
+		if e.Type == (events.InboxErased{}).EventType() {
+			erasedAt = e.Seq
+		}
+	}
+	for i := range 10 {
+		f.send(t, "alice", fmt.Sprintf("kept %d", i))
+	}
+	f.compactPartly(t, "alice", 1) // cut short after its first part
+
+	log := &quickTurnover{Log: f.log}
+	finisher, err := NewCompactor(f.store, f.log, log, f.log.Pending(), time.Now, CompactorConfig{PartBytes: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := finisher.FinishAll(ctx, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(log.erased, fmt.Sprintf("%d/true", erasedAt)) {
+		t.Fatalf("erased %v; want what precedes the erasure at %d overwritten", log.erased, erasedAt)
 	}
 }
 
