@@ -215,25 +215,18 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 	for attempt := 1; ; attempt++ {
 		evs, err := decide(c.agg)
 		if inLog != nil {
+			// When the decision's last event is in the log, the earlier
+			// attempt got all of it through: what the decision adds now,
+			// on state that moved on (a send's overflow deletion of another
+			// notification), is not what the request asked.
+			done := completed(evs, inLog)
 			earlier = earlier[:0]
-			if completed(evs, inLog) {
-				// The decision's last event is in the log: the earlier
-				// attempt got all of it through. What the decision adds
-				// now, on state that moved on (a send's overflow deletion
-				// of another notification), is not what the request asked.
-				for _, e := range evs {
-					if prior, ok := inLog[e.ID]; ok {
-						earlier = append(earlier, prior)
-					}
-				}
-				evs = nil
-			}
 			evs = slices.DeleteFunc(evs, func(e events.Event) bool {
 				prior, ok := inLog[e.ID]
 				if ok {
 					earlier = append(earlier, prior)
 				}
-				return ok
+				return ok || done
 			})
 		}
 		if err != nil || len(evs) == 0 {
