@@ -211,7 +211,7 @@ func (x *Eraser) Finish(ctx context.Context, begunBefore time.Time) error {
 	// otherwise finish the same erasure side by side.
 	x.finishing.Lock()
 	defer x.finishing.Unlock()
-	subjects, err := x.ledger.Unfinished(ctx, begunBefore)
+	subjects, err := x.ledger.Unfinished(ctx)
 	if err != nil {
 		return err
 	}
@@ -220,10 +220,11 @@ func (x *Eraser) Finish(ctx context.Context, begunBefore time.Time) error {
 		if err != nil || a.Kind != events.KindWorkspace {
 			continue
 		}
-		if ok, err := x.ledger.Claim(ctx, s, begunBefore); err != nil || !ok {
-			if err != nil {
-				return err
-			}
+		ok, err := x.ledger.Claim(ctx, s, begunBefore)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
 		}
 		var last *events.Event

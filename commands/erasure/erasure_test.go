@@ -101,7 +101,7 @@ func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
 	if n := count(holiday); n != 0 {
 		t.Fatalf("the holiday's %d events outlived the erasure's first inbox", n)
 	}
-	if left, err := l.Pending().Unfinished(ctx, time.Time{}); err != nil || len(left) == 0 {
+	if left, err := l.Pending().Unfinished(ctx); err != nil || len(left) == 0 {
 		t.Fatalf("the ledger after the cut: %v %v, want the erasure unfinished", left, err)
 	}
 
@@ -111,7 +111,7 @@ func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 	deadlineAt := time.Now().Add(10 * time.Second)
 	for {
-		left, err := l.Pending().Unfinished(ctx, time.Time{})
+		left, err := l.Pending().Unfinished(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

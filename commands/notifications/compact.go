@@ -55,9 +55,8 @@ type Log interface {
 type Ledger interface {
 	Begin(ctx context.Context, subject string) error
 	Done(ctx context.Context, subject string) error
-	// Unfinished lists the erasures begun before begunBefore (any time
-	// when it is zero) and not done.
-	Unfinished(ctx context.Context, begunBefore time.Time) ([]string, error)
+	// Unfinished lists the erasures begun and not done.
+	Unfinished(ctx context.Context) ([]string, error)
 	// Claim takes an unfinished erasure begun before begunBefore (any,
 	// when it is zero) for the caller to finish: false when it is younger,
 	// done, or another instance took it first.
@@ -302,7 +301,7 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 // before begunBefore (any, when it is zero); other subjects are left to
 // whoever began them.
 func (c *Compactor) FinishAll(ctx context.Context, begunBefore time.Time) error {
-	subjects, err := c.ledger.Unfinished(ctx, begunBefore)
+	subjects, err := c.ledger.Unfinished(ctx)
 	if err != nil {
 		return err
 	}
@@ -310,10 +309,11 @@ func (c *Compactor) FinishAll(ctx context.Context, begunBefore time.Time) error 
 		if _, a, err := events.ParseSubject(s); err != nil || a.Kind != events.KindInbox {
 			continue
 		}
-		if ok, err := c.ledger.Claim(ctx, s, begunBefore); err != nil || !ok {
-			if err != nil {
-				return err
-			}
+		ok, err := c.ledger.Claim(ctx, s, begunBefore)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
 		}
 		if err := c.Finish(ctx, s); err != nil {

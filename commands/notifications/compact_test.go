@@ -375,7 +375,7 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 	if len(compactions) != 1 || !reflect.DeepEqual(fold(t, compacted), whole) {
 		t.Fatalf("after finishing a compaction cut short: %d compactions in the log, folding to another inbox", len(compactions))
 	}
-	if left, err := f.log.Pending().Unfinished(ctx, time.Time{}); err != nil || len(left) != 0 {
+	if left, err := f.log.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("ledger after finishing: %v, %v", left, err)
 	}
 
@@ -397,7 +397,7 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 			t.Fatalf("an older compaction is left at %d", e.Seq)
 		}
 	}
-	if left, err := f.log.Pending().Unfinished(ctx, time.Time{}); err != nil || len(left) != 0 {
+	if left, err := f.log.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("ledger after finishing: %v, %v", left, err)
 	}
 }
@@ -485,7 +485,7 @@ func TestRunFinishesAnErasureCutShortWhileItRuns(t *testing.T) {
 	deadlineAt := time.Now().Add(10 * time.Second)
 	for {
 		evs := f.history(t, "alice")
-		left, err := f.log.Pending().Unfinished(t.Context(), time.Time{})
+		left, err := f.log.Pending().Unfinished(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

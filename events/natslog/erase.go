@@ -276,27 +276,15 @@ func (p Pending) Claim(ctx context.Context, key string, begunBefore time.Time) (
 	return true, nil
 }
 
-// Unfinished lists the erasures begun before begunBefore (any time when
-// it is zero) and not finished.
-func (p Pending) Unfinished(ctx context.Context, begunBefore time.Time) ([]string, error) {
+// Unfinished lists the erasures begun and not finished; Claim tells which
+// of them a caller may finish.
+func (p Pending) Unfinished(ctx context.Context) ([]string, error) {
 	keys, err := p.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished erasures: %w", err)
 	}
 	var out []string
 	for k := range keys.Keys() {
-		if !begunBefore.IsZero() {
-			e, err := p.kv.Get(ctx, k)
-			if errors.Is(err, jetstream.ErrKeyNotFound) {
-				continue // finished since the listing
-			}
-			if err != nil {
-				return nil, fmt.Errorf("unfinished erasures: %w", err)
-			}
-			if !e.Created().Before(begunBefore) {
-				continue
-			}
-		}
 		out = append(out, k)
 	}
 	return out, nil
