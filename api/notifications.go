@@ -238,32 +238,12 @@ func (s *Server) pageAfter(ctx context.Context, c commands.Caller, id string) (u
 	if err != nil || found {
 		return seq, err
 	}
-	sent := events.NotificationSent{}.EventType()
-	compacted := events.InboxCompacted{}.EventType()
-	_, err = s.cfg.InboxLog.Read(ctx, inboxSubject(c), 0, func(e events.Event) error {
-		if e.Type != sent && e.Type != compacted {
-			return nil
-		}
-		p, err := events.Decode(e)
-		if err != nil {
-			return err
-		}
-		switch p := p.(type) {
-		case *events.NotificationSent:
-			if p.NotificationID == id {
-				seq = e.Seq
-			}
-		case *events.InboxCompacted:
-			for _, n := range p.Notifications {
-				if n.NotificationID == id {
-					seq = n.Seq
-				}
-			}
-		}
-		return nil
-	})
+	delivered, err := notifications.Delivered(ctx, s.cfg.InboxLog, inboxSubject(c))
 	if err != nil {
 		return 0, unavailable(err)
+	}
+	if uid, ok := events.ParseUUID(id); ok {
+		seq = delivered[uid].Seq
 	}
 	if seq == 0 {
 		return 0, commands.Invalid(map[string][]string{"lastId": {"lastId is not one of your notifications; start again without it."}})

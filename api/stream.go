@@ -41,6 +41,8 @@ type InboxLog interface {
 	// Read calls fn for each event of subject after position after, up to
 	// the log's end.
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
+	// ReadAll calls fn for every event the log holds on subject, in order.
+	ReadAll(ctx context.Context, subject string, fn func(events.Event) error) error
 	// End is the last position of the stream that keeps events of kind.
 	End(ctx context.Context, kind string) (uint64, error)
 	// FirstSeq is the position of the oldest event the log holds on

@@ -127,7 +127,7 @@ func (c *Compactor) Compact(ctx context.Context, workspace, recipient string) (C
 	}
 	var res commands.Result
 	for attempt := 0; ; attempt++ {
-		content, err := c.contents(ctx, subject)
+		content, err := Delivered(ctx, c.log, subject)
 		if err != nil {
 			return Compacted{}, err
 		}
@@ -324,11 +324,15 @@ func (c *Compactor) FinishAll(ctx context.Context, begunBefore time.Time) error 
 	return nil
 }
 
-// contents reads the content of every notification subject's history
-// holds, by id.
-func (c *Compactor) contents(ctx context.Context, subject string) (map[events.UUID]events.CompactedNotification, error) {
+// Delivered reads every notification the history of the inbox on subject
+// holds, deleted since or not, by id: its content and the position it was
+// delivered at (Seq), from its NotificationSent or from the compaction
+// that restates it. A compaction restates the pending ones from it; a
+// notifications page after one the user deleted is cut where it was
+// delivered.
+func Delivered(ctx context.Context, log History, subject string) (map[events.UUID]events.CompactedNotification, error) {
 	content := map[events.UUID]events.CompactedNotification{}
-	err := c.log.ReadAll(ctx, subject, func(e events.Event) error {
+	err := log.ReadAll(ctx, subject, func(e events.Event) error {
 		switch e.Type {
 		case events.NotificationSent{}.EventType(), events.InboxCompacted{}.EventType():
 		default:

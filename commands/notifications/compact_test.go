@@ -409,7 +409,7 @@ func (f *logFixture) compactPartly(t *testing.T, user string, keep int) {
 	t.Helper()
 	ctx := t.Context()
 	agg := events.Aggregate{Kind: events.KindInbox, ID: user}
-	content, err := f.compactor.contents(ctx, events.Subject("w1", agg))
+	content, err := Delivered(ctx, f.log, events.Subject("w1", agg))
 	if err != nil {
 		t.Fatal(err)
 	}
