@@ -296,13 +296,33 @@ func keptSecret(dataDir, name string) ([]byte, error) {
 // keptSecretWritten reads the secret kept in path, waiting a moment for
 // it to be complete when another process is writing it.
 func keptSecretWritten(path, name string) ([]byte, error) {
+	b, err := readWritten(path, func(b []byte) bool { return len(strings.TrimSpace(string(b))) >= 32 })
+	if err != nil {
+		return nil, fmt.Errorf("keep %s: %s exists but holds no secret; remove it to have one generated", name, path)
+	}
+	return []byte(strings.TrimSpace(string(b))), nil
+}
+
+// errIncomplete: a kept file was still not what it should hold after the
+// moment readWritten waits.
+var errIncomplete = errors.New("incomplete")
+
+// readWritten reads the file at path, waiting a moment (half a second) for
+// it to be complete, as complete tells, when another process has just
+// created it exclusively and is still writing it. A read error, such as
+// fs.ErrNotExist, is returned at once.
+func readWritten(path string, complete func([]byte) bool) ([]byte, error) {
 	for range 50 {
-		if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
-			return []byte(strings.TrimSpace(string(b))), nil
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if complete(b) {
+			return b, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return nil, fmt.Errorf("keep %s: %s exists but holds no secret; remove it to have one generated", name, path)
+	return nil, errIncomplete
 }
 
 // envString is fs.String whose value, unless the command line sets it, is

@@ -51,21 +51,20 @@ func protectedConsumers() []string {
 // created to be written: read at once, it is empty, and "damaged" would
 // send the operator to delete credentials in use.
 func keptNATSPasswords(path string) (natsserver.Passwords, error) {
-	for range 50 {
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return natsserver.Passwords{}, err
-		}
-		if err != nil {
-			return natsserver.Passwords{}, fmt.Errorf("read NATS credentials: %w", err)
-		}
-		var p natsserver.Passwords
-		if json.Unmarshal(b, &p) == nil && p.Astro != "" && p.Consumer != "" && p.Service != "" {
-			return p, nil
-		}
-		time.Sleep(10 * time.Millisecond)
+	var p natsserver.Passwords
+	_, err := readWritten(path, func(b []byte) bool {
+		p = natsserver.Passwords{}
+		return json.Unmarshal(b, &p) == nil && p.Astro != "" && p.Consumer != "" && p.Service != ""
+	})
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return natsserver.Passwords{}, err
+	case errors.Is(err, errIncomplete):
+		return natsserver.Passwords{}, fmt.Errorf("%s is damaged; delete it to generate new NATS credentials", path)
+	case err != nil:
+		return natsserver.Passwords{}, fmt.Errorf("read NATS credentials: %w", err)
 	}
-	return natsserver.Passwords{}, fmt.Errorf("%s is damaged; delete it to generate new NATS credentials", path)
+	return p, nil
 }
 
 // natsPasswords returns the embedded server's passwords, generated into the
