@@ -104,7 +104,7 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 // CachedCounts returns a user's counts from memory if they are exact as of
 // inbox position at, the last sequence of the user's inbox in the log.
 func (q *Notifications) CachedCounts(workspaceID, userID string, at uint64) (Counts, bool) {
-	return q.cached.get(workspaceID+"/"+userID, at)
+	return q.cached.get(inboxKey(workspaceID, userID), at)
 }
 
 // Counts reads a user's counts from the read model, and remembers them for
@@ -115,9 +115,17 @@ func (q *Notifications) Counts(ctx context.Context, workspaceID, userID string) 
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Counts{}, fmt.Errorf("count notifications: %w", err)
 	}
-	q.cached.put(workspaceID+"/"+userID, c.Seq, c)
+	q.remember(workspaceID, userID, c)
 	return c, nil
 }
+
+// remember keeps a user's counts for CachedCounts, as of their position.
+func (q *Notifications) remember(workspaceID, userID string, c Counts) {
+	q.cached.put(inboxKey(workspaceID, userID), c.Seq, c)
+}
+
+// inboxKey names a user's inbox in the counts cache.
+func inboxKey(workspaceID, userID string) string { return workspaceID + "/" + userID }
 
 // SeqOf returns the log position of one of a user's pending notifications,
 // the key pages are cut by; found is false when none has that id.
@@ -161,7 +169,7 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 			return NotificationResponseDto{}, err
 		}
 	} else {
-		q.cached.put(workspaceID+"/"+userID, c.Seq, c)
+		q.remember(workspaceID, userID, c)
 	}
 	if !f.Flat {
 		items = Group(items, GroupWindow)
