@@ -33,7 +33,8 @@ type Log interface {
 
 // Snapshots erases aggregate snapshots.
 type Snapshots interface {
-	Erase(ctx context.Context, filter string) error
+	// Erase drops every snapshot, whatever its workspace.
+	Erase(ctx context.Context) error
 }
 
 // Eraser erases users and workspaces.
@@ -189,12 +190,8 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 			return err
 		}
 	}
-	// A snapshot key is the aggregate's snapshot name (one or two tokens,
-	// "holiday.v1") and its subject.
-	for _, filter := range []string{"*." + events.SubjectPrefix + "." + ws + ".>", "*.*." + events.SubjectPrefix + "." + ws + ".>"} {
-		if err := x.snaps.Erase(ctx, filter); err != nil {
-			return err
-		}
+	if err := x.snaps.Erase(ctx); err != nil {
+		return err
 	}
 	if _, err := x.log.EraseParked(ctx, events.SubjectPrefix+"."+ws+".>"); err != nil {
 		return err

@@ -2,10 +2,12 @@ package erasure
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"astro/commands"
+	"astro/commands/holidays"
 	"astro/commands/notifications"
 	"astro/events"
 	"astro/events/natslog"
@@ -124,5 +126,54 @@ func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
 			t.Fatalf("the erasure was not finished: ledger %v, %d inbox events", left, inboxes)
 		}
 		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+	}
+}
+
+// A workspace whose aggregates have snapshots, some saved over older
+// ones: the erasure is answered, and no file of the log keeps a name a
+// snapshot held. The bucket denies deletes (nats.go makes buckets so), and
+// a save's older revision is only marked gone: the bucket is dropped whole.
+func TestWorkspaceErasureDropsItsSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: dir})), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	resources, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, SnapshotEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hol, err := commands.NewStore(l, l.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := holidays.NewHandlers(hol, resources, func(string) bool { return true }, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := commands.Caller{WorkspaceID: "w1", UserID: "sync", Scopes: []string{holidays.ScopeResourcesWrite}}
+	const person = "00000000-0000-4000-8000-000000000001"
+	for i := range 6 {
+		if _, _, err := h.UpsertResource.Handle(ctx, holidays.UpsertResource{Caller: upstream, ResourceID: person, Name: fmt.Sprintf("PERSON-NAME-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := holidays.ResourceSnapshotName + "." + events.Subject("w1", events.Aggregate{Kind: events.KindResource, ID: person})
+	if seq, _, err := l.Snapshots().Load(ctx, key); err != nil || seq == 0 {
+		t.Fatalf("no snapshot to erase: seq %d, %v", seq, err)
+	}
+
+	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}
+	if _, err := eraserOn(t, l, l).Workspace(ctx, dpo); err != nil {
+		t.Fatalf("workspace erasure: %v", err)
+	}
+	if left, err := l.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+		t.Fatalf("the ledger after the erasure: %v %v, want it empty", left, err)
+	}
+	for i := range 6 {
+		if files := natstest.FilesWith(t, dir, fmt.Sprintf("PERSON-NAME-%d", i)); len(files) != 0 {
+			t.Errorf("PERSON-NAME-%d is still in %v", i, files)
+		}
 	}
 }

@@ -205,24 +205,15 @@ func subjectMatches(filter, subject string) bool {
 	return len(f) == len(s)
 }
 
-// Erase removes the snapshots whose key matches filter for good.
-func (s Snapshots) Erase(ctx context.Context, filter string) error {
-	keys, err := s.kv.ListKeysFiltered(ctx, filter)
-	if err != nil {
-		return fmt.Errorf("snapshots of %s: %w", filter, err)
-	}
-	var revs []uint64
-	for k := range keys.Keys() {
-		if e, err := s.kv.Get(ctx, k); err == nil {
-			revs = append(revs, e.Revision())
-		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("snapshot %s: %w", k, err)
-		}
-	}
-	for _, rev := range revs {
-		if err := s.stream.SecureDeleteMsg(ctx, rev); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return fmt.Errorf("erase snapshot: %w", err)
-		}
+// Erase drops every snapshot, of every workspace. Erasing only a
+// workspace's keys would not do: a save replaces a key's revision by
+// removing the older one, and JetStream's removal only marks it gone in
+// its block, where names and reasons stay and no delete can reach them.
+// A purge drops the blocks' files. The bucket is a cache of the log, so
+// the cost is one load from the events of each aggregate next used.
+func (s Snapshots) Erase(ctx context.Context) error {
+	if err := s.stream.Purge(ctx); err != nil {
+		return fmt.Errorf("erase snapshots: %w", err)
 	}
 	return nil
 }
