@@ -13,6 +13,7 @@ import (
 
 	"astro/events"
 	"astro/events/natslog"
+	"astro/events/natsserver"
 	"astro/events/natstest"
 )
 
@@ -348,5 +349,34 @@ func TestClaimAnAbandonedErasure(t *testing.T) {
 	}
 	if ok, err := ledger.Claim(ctx, key, time.Time{}); err != nil || ok {
 		t.Fatalf("a finished erasure claimed: %v %v", ok, err)
+	}
+}
+
+// A parked event redriven (Unpark) leaves no copy of its content in the
+// parked stream's files: a later erasure lists only what is still parked.
+func TestUnparkOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: dir})), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	h.Set("ce-id", "x")
+	if err := l.Park(t.Context(), "notifications", "astro.events.w1.inbox.alice", h, []byte(`{"message":"PARKED-SECRET-77"}`), 5, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	// Another after it, so that the first is not the stream's last.
+	if err := l.Park(t.Context(), "holidays", "astro.events.w2.holiday.h", h, []byte(`{"reason":"other"}`), 9, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	if err := l.ListParked(t.Context(), "notifications", func(p natslog.Parked) error { seq = p.ParkSeq; return nil }); err != nil || seq == 0 {
+		t.Fatalf("parked: seq %d, %v", seq, err)
+	}
+	if err := l.Unpark(t.Context(), seq); err != nil {
+		t.Fatal(err)
+	}
+	if files := natstest.FilesWith(t, dir, "PARKED-SECRET-77"); len(files) != 0 {
+		t.Fatalf("the redriven event's content is still in %v", files)
 	}
 }

@@ -101,9 +101,11 @@ func (l *Log) ListParked(ctx context.Context, projector string, fn func(Parked) 
 	}
 }
 
-// Unpark removes a parked event once it has been applied.
+// Unpark removes a parked event once it has been applied, overwriting
+// it: a plain delete leaves its content in the block, where a later
+// erasure, which lists only what is still parked, cannot find it.
 func (l *Log) Unpark(ctx context.Context, parkSeq uint64) error {
-	if err := l.parked.DeleteMsg(ctx, parkSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := l.parked.SecureDeleteMsg(ctx, parkSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("unpark %d: %w", parkSeq, err)
 	}
 	return nil
