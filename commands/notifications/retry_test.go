@@ -1,12 +1,18 @@
 package notifications
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"astro/commands"
 	"astro/events"
+	"astro/events/natslog"
+	"astro/events/natsserver"
+	"astro/events/natstest"
 )
 
 // A send under an Idempotency-Key whose first attempt got only its
@@ -96,5 +102,66 @@ func TestRetriedSendThatGotThroughDeletesNothing(t *testing.T) {
 	}
 	if got := len(f.state(t, "alice")); got != MaxPending {
 		t.Fatalf("%d pending after the retry, want %d", got, MaxPending)
+	}
+}
+
+// With an fsync after each append (ASTRO_LOG_SYNC=always), a request whose
+// append got into the log but whose fsync failed answers an error; doing
+// it again finds the event there and appends nothing. That second answer
+// may not say done while the event may still be lost: it waits for an
+// fsync of its own, and fails with it.
+func TestRepeatAfterAFailedSyncIsNotAnsweredUnsynced(t *testing.T) {
+	srv := natstest.ServerWith(t, natsserver.Config{SyncAlways: true})
+	var failing atomic.Bool
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, srv), natslog.Config{Sync: func(ctx context.Context) error {
+		if failing.Load() {
+			return errors.New("EIO")
+		}
+		return srv.Sync(ctx)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := commands.NewStore(l, l.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandlers(store, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := sender
+	keyed.IdempotencyKey = "k-1"
+	send := Send{Caller: keyed, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "s", Message: "m"}
+	alice := commands.Caller{WorkspaceID: "w1", UserID: "alice"}
+	var sent events.NotificationSent
+	for _, c := range []struct {
+		name string
+		do   func(again bool) error
+	}{
+		{"send retried under its key", func(again bool) error {
+			send.Caller.Again = again
+			var err error
+			sent, _, err = h.Send.Handle(t.Context(), send)
+			return err
+		}},
+		{"mark read again", func(bool) error {
+			_, _, err := h.MarkRead.Handle(t.Context(), MarkRead{Caller: alice, NotificationID: sent.NotificationID})
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			failing.Store(true)
+			if err := c.do(false); commands.ErrorCode(err) != commands.EUnavailable {
+				t.Fatalf("with the fsync failing: %v, want unavailable", err)
+			}
+			if err := c.do(true); commands.ErrorCode(err) != commands.EUnavailable {
+				t.Fatalf("again, the fsync still failing: %v, want unavailable", err)
+			}
+			failing.Store(false)
+			if err := c.do(true); err != nil {
+				t.Fatalf("again, the fsync working: %v", err)
+			}
+		})
 	}
 }

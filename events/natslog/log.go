@@ -355,6 +355,18 @@ func subjectKind(subject string) string {
 	return parts[1]
 }
 
+// Durable implements commands.Log: with Config.Sync, one fsync that
+// begins now; without, acknowledged is as durable as it gets.
+func (l *Log) Durable(ctx context.Context) error {
+	if l.cfg.Sync == nil {
+		return nil
+	}
+	if err := l.cfg.Sync(ctx); err != nil {
+		return fmt.Errorf("make durable: %w", err)
+	}
+	return nil
+}
+
 // Append implements commands.Log: one event, since every prefix of a
 // command's events is a valid history (commands.Decide) and JetStream's
 // atomic batches cost hundreds of single appends on a file stream.
