@@ -89,3 +89,32 @@ func Run[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggre
 		return NewEvents(c, now, a, ps...)
 	})
 }
+
+// Earlier finds the event of payload p that an earlier attempt of c's
+// request, retried under its Idempotency-Key (Caller.Again), appended to
+// aggregate a: a retry refused on the state its own first attempt made (a
+// delete of the notification it deleted) answers as that attempt would
+// have. ok is false for any other request.
+func Earlier[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggregate, p events.Payload) (e events.Event, ok bool, err error) {
+	if !c.Again || c.IdempotencyKey == "" {
+		return events.Event{}, false, nil
+	}
+	// A keyed event's id depends on the request, never on the time.
+	evs, err := NewEvents(c, time.Time{}, a, p)
+	if err != nil {
+		return events.Event{}, false, err
+	}
+	subject := events.Subject(c.WorkspaceID, a)
+	ids, err := s.ids(ctx, subject)
+	if err != nil {
+		return events.Event{}, false, err
+	}
+	if e, ok = ids[evs[0].ID]; !ok {
+		return events.Event{}, false, nil
+	}
+	// The attempt that appended it may have failed its fsync.
+	if err := s.log.Durable(ctx); err != nil {
+		return events.Event{}, false, unavailable(err)
+	}
+	return e, true, nil
+}

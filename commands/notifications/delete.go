@@ -23,7 +23,21 @@ func (h DeleteHandler) Handle(ctx context.Context, cmd Delete) (commands.Result,
 	if err := validID(cmd.NotificationID); err != nil {
 		return commands.Result{}, err
 	}
-	return h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, _ time.Time) ([]events.Payload, error) {
+	res, err := h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, _ time.Time) ([]events.Payload, error) {
 		return in.Delete(cmd.Caller.UserID, cmd.NotificationID)
 	})
+	if commands.ErrorCode(err) != commands.ENotFound {
+		return res, err
+	}
+	// Gone: a retry of this very request may be what deleted it.
+	id, _ := events.ParseUUID(cmd.NotificationID)
+	deleted := events.NotificationDeleted{NotificationID: id.String(), RecipientID: cmd.Caller.UserID, Reason: events.ReasonUser}
+	e, ok, ferr := commands.Earlier(ctx, h.inboxes, cmd.Caller, events.Aggregate{Kind: events.KindInbox, ID: cmd.Caller.UserID}, deleted)
+	switch {
+	case ferr != nil:
+		return commands.Result{}, ferr
+	case ok:
+		return commands.Result{Seq: e.Seq, Earlier: []events.Event{e}}, nil
+	}
+	return res, err
 }

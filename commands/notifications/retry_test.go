@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,5 +164,44 @@ func TestRepeatAfterAFailedSyncIsNotAnsweredUnsynced(t *testing.T) {
 				t.Fatalf("again, the fsync working: %v", err)
 			}
 		})
+	}
+}
+
+// A delete under an Idempotency-Key that went through, retried because its
+// answer was lost (Caller.Again): the notification is gone because of this
+// very request, so the retry answers as the first attempt did, not 404;
+// a retry under another key, or a delete of what was never there, is 404.
+func TestRetriedDeleteThatGotThroughIsNotNotFound(t *testing.T) {
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	id := f.send(t, "alice", "m")
+	alice := commands.Caller{WorkspaceID: "w1", UserID: "alice", IdempotencyKey: "del-1"}
+	first, err := f.handlers.Delete.Handle(ctx, Delete{Caller: alice, NotificationID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := alice
+	retry.Again = true
+	// An upper-case spelling of the id names the same notification.
+	again, err := f.handlers.Delete.Handle(ctx, Delete{Caller: retry, NotificationID: strings.ToUpper(id)})
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if again.Seq != first.Seq || len(again.Events) != 0 {
+		t.Fatalf("the retry answered position %d with %d events appended, want the first attempt's %d and none", again.Seq, len(again.Events), first.Seq)
+	}
+	other := retry
+	other.IdempotencyKey = "del-2"
+	for _, c := range []struct {
+		name   string
+		caller commands.Caller
+		id     string
+	}{
+		{"another request's retry", other, id},
+		{"never there", retry, "00000000-0000-4000-8000-0000000000ff"},
+	} {
+		if _, err := f.handlers.Delete.Handle(ctx, Delete{Caller: c.caller, NotificationID: c.id}); commands.ErrorCode(err) != commands.ENotFound {
+			t.Errorf("%s: %v, want not found", c.name, err)
+		}
 	}
 }
