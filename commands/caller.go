@@ -52,23 +52,35 @@ func NewEvents(c Caller, now time.Time, a events.Aggregate, ps ...events.Payload
 	out := make([]events.Event, len(ps))
 	seen := map[string]int{}
 	for i, p := range ps {
-		id := events.NewID(now)
-		if c.IdempotencyKey != "" {
-			n := seen[p.EventType()]
-			seen[p.EventType()]++
-			occurrence := strconv.Itoa(n)
-			if t, ok := p.(events.Targeted); ok {
-				occurrence = "target:" + t.Target()
-			}
-			id = events.NameID(c.WorkspaceID, c.UserID, c.IdempotencyKey, a.Kind, a.ID, p.EventType(), occurrence)
-		}
-		e, err := events.New(id, c.Meta(now), a, p)
+		n := seen[p.EventType()]
+		seen[p.EventType()]++
+		e, err := events.New(eventID(c, now, a, p, n), c.Meta(now), a, p)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = e
 	}
 	return out, nil
+}
+
+// EventID is the id NewEvents gives the first event of payload p's type.
+func EventID(c Caller, now time.Time, a events.Aggregate, p events.Payload) string {
+	return eventID(c, now, a, p, 0)
+}
+
+// eventID is the id of the nth event of p's type that c's command decides
+// on a: under an Idempotency-Key, the same for every attempt of the request
+// (a targeted event is told apart by its target), so the log recognises a
+// retried append.
+func eventID(c Caller, now time.Time, a events.Aggregate, p events.Payload, n int) string {
+	if c.IdempotencyKey == "" {
+		return events.NewID(now)
+	}
+	occurrence := strconv.Itoa(n)
+	if t, ok := p.(events.Targeted); ok {
+		occurrence = "target:" + t.Target()
+	}
+	return events.NameID(c.WorkspaceID, c.UserID, c.IdempotencyKey, a.Kind, a.ID, p.EventType(), occurrence)
 }
 
 // Run decides a command against aggregate a of the caller's workspace and
@@ -99,17 +111,12 @@ func Earlier[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.A
 	if !c.Again || c.IdempotencyKey == "" {
 		return events.Event{}, false, nil
 	}
-	// A keyed event's id depends on the request, never on the time.
-	evs, err := NewEvents(c, time.Time{}, a, p)
-	if err != nil {
-		return events.Event{}, false, err
-	}
 	subject := events.Subject(c.WorkspaceID, a)
 	ids, err := s.ids(ctx, subject)
 	if err != nil {
 		return events.Event{}, false, err
 	}
-	if e, ok = ids[evs[0].ID]; !ok {
+	if e, ok = ids[EventID(c, time.Time{}, a, p)]; !ok {
 		return events.Event{}, false, nil
 	}
 	// The attempt that appended it may have failed its fsync.

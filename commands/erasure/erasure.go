@@ -108,12 +108,23 @@ func (x *Eraser) Workspace(ctx context.Context, by commands.Caller) (Receipt, er
 	if err := x.ledger.Begin(ctx, subject); err != nil {
 		return Receipt{}, err
 	}
+	// The cut is the erasure's own event. A retry of a request whose first
+	// attempt appended it (and then failed, at its deadline) finds it in
+	// the log, with whatever the workspace has written since, which the
+	// erasure must not take; its receipt is the one that event records.
+	if by.Again && by.IdempotencyKey != "" {
+		if out, seq, ok, err := x.earlier(ctx, by, agg); err != nil || ok {
+			return x.finished(ctx, by, seq, out, err)
+		}
+	}
 	now := x.now().UTC().Truncate(time.Microsecond)
-	out := Receipt{ErasureID: events.NewID(now), Scope: "workspace", WorkspaceID: ws, RequestedBy: by.UserID, ErasedAt: now}
+	out := Receipt{Scope: "workspace", WorkspaceID: ws, RequestedBy: by.UserID, ErasedAt: now}
 	var err error
 	if out.Holidays, out.Resources, out.Inboxes, err = x.count(ctx, ws); err != nil {
 		return Receipt{}, err
 	}
+	// Under an Idempotency-Key, the event's id comes from the key.
+	out.ErasureID = commands.EventID(by, now, agg, events.WorkspaceErased{})
 	e, err := events.New(out.ErasureID, by.Meta(now), agg, events.WorkspaceErased{
 		ErasureID: out.ErasureID, Holidays: out.Holidays, Resources: out.Resources, Inboxes: out.Inboxes,
 	})
@@ -130,15 +141,52 @@ func (x *Eraser) Workspace(ctx context.Context, by commands.Caller) (Receipt, er
 		if errors.Is(err, events.ErrConflict) && attempt < 3 {
 			continue // another erasure of the workspace at the same time
 		}
+		if errors.Is(err, events.ErrAlreadyAppended) {
+			// This request's first attempt, moments ago.
+			if out, seq, ok, err := x.earlier(ctx, by, agg); err != nil || ok {
+				return x.finished(ctx, by, seq, out, err)
+			}
+		}
 		if err != nil {
 			return Receipt{}, fmt.Errorf("erase workspace %s: %w", ws, err)
 		}
 		break
 	}
-	if err := x.finish(ctx, by, seq, &out); err != nil {
-		return out, err
+	return x.finished(ctx, by, seq, out, nil)
+}
+
+// finished finishes the erasure whose event is at seq, unless err.
+func (x *Eraser) finished(ctx context.Context, by commands.Caller, seq uint64, out Receipt, err error) (Receipt, error) {
+	if err != nil {
+		return Receipt{}, err
 	}
-	return out, nil
+	err = x.finish(ctx, by, seq, &out)
+	return out, err
+}
+
+// earlier finds the WorkspaceErased event an earlier attempt of by's
+// request appended, and the receipt it records.
+func (x *Eraser) earlier(ctx context.Context, by commands.Caller, agg events.Aggregate) (out Receipt, seq uint64, ok bool, err error) {
+	mine := commands.EventID(by, time.Time{}, agg, events.WorkspaceErased{})
+	subject := events.Subject(by.WorkspaceID, agg)
+	if _, err := x.log.Read(ctx, subject, 0, func(e events.Event) error {
+		if e.ID != mine {
+			return nil
+		}
+		p, err := events.Decode(e)
+		if err != nil {
+			return err
+		}
+		if v, isErasure := p.(*events.WorkspaceErased); isErasure {
+			out = Receipt{ErasureID: v.ErasureID, Scope: "workspace", WorkspaceID: by.WorkspaceID, RequestedBy: e.ActorID, ErasedAt: e.Time,
+				Holidays: v.Holidays, Resources: v.Resources, Inboxes: v.Inboxes}
+			seq, ok = e.Seq, true
+		}
+		return nil
+	}); err != nil {
+		return Receipt{}, 0, false, fmt.Errorf("read %s: %w", subject, err)
+	}
+	return out, seq, ok, nil
 }
 
 // count counts the aggregates of workspace ws that hold events.

@@ -177,3 +177,60 @@ func TestWorkspaceErasureDropsItsSnapshots(t *testing.T) {
 		}
 	}
 }
+
+// A workspace erasure under an Idempotency-Key whose answer was lost,
+// retried after the workspace wrote on (Caller.Again): the retry cuts at
+// the first attempt's event, answers its receipt, and leaves what was
+// written since.
+func TestRetriedWorkspaceErasureCutsAtItsOwnEvent(t *testing.T) {
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	create := func(id string) string {
+		t.Helper()
+		agg := events.Aggregate{Kind: events.KindHoliday, ID: id}
+		e, err := events.New(events.NewID(time.Now()), events.Meta{WorkspaceID: "w1", ActorID: "alice", Time: time.Now()}, agg, events.HolidayCreated{HolidayID: id, Reason: "r",
+			Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{}, ResourceIDs: []string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject := events.Subject("w1", agg)
+		if _, err := l.Append(ctx, subject, 0, e); err != nil {
+			t.Fatal(err)
+		}
+		return subject
+	}
+	count := func(subject string) int {
+		t.Helper()
+		n := 0
+		if _, err := l.Read(ctx, subject, 0, func(events.Event) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	create("00000000-0000-4000-8000-0000000000a1")
+	x := eraserOn(t, l, l)
+	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}, IdempotencyKey: "offboard-1"}
+	first, err := x.Workspace(ctx, dpo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := create("00000000-0000-4000-8000-0000000000b2")
+
+	dpo.Again = true
+	again, err := x.Workspace(ctx, dpo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ErasureID != first.ErasureID || again.Holidays != first.Holidays || !again.ErasedAt.Equal(first.ErasedAt) {
+		t.Errorf("the retry's receipt %+v, want the first attempt's %+v", again, first)
+	}
+	if n := count(later); n != 1 {
+		t.Errorf("the holiday created after the erasure has %d events, want its 1", n)
+	}
+	if n := count(events.Subject("w1", events.Aggregate{Kind: events.KindWorkspace, ID: "w1"})); n != 1 {
+		t.Errorf("%d WorkspaceErased events, want the first attempt's only", n)
+	}
+}
