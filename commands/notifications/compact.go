@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"astro/commands"
@@ -85,6 +87,12 @@ type Compactor struct {
 	ledger  Ledger
 	now     func() time.Time
 	cfg     CompactorConfig
+
+	// One operation at a time on an inbox: a compaction that purges,
+	// beside an erasure of the same inbox, could take what the erasure
+	// has yet to overwrite, and leave its bytes in the files.
+	seed  maphash.Seed
+	locks [64]sync.Mutex
 }
 
 // NewCompactor returns a Compactor working on the inboxes of store, which
@@ -102,7 +110,14 @@ func NewCompactor(store *Inboxes, log Log, erase Eraser, ledger Ledger, now func
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Compactor{inboxes: store, log: log, erase: erase, ledger: ledger, now: now, cfg: cfg}, nil
+	return &Compactor{inboxes: store, log: log, erase: erase, ledger: ledger, now: now, cfg: cfg, seed: maphash.MakeSeed()}, nil
+}
+
+// lock takes the inbox on subject for one operation; the caller unlocks.
+func (c *Compactor) lock(subject string) *sync.Mutex {
+	l := &c.locks[maphash.String(c.seed, subject)%uint64(len(c.locks))]
+	l.Lock()
+	return l
 }
 
 // compactorActor is the actor of the events compaction appends: no
@@ -120,6 +135,11 @@ type Compacted struct {
 
 // Compact compacts the inbox of recipient in workspace.
 func (c *Compactor) Compact(ctx context.Context, workspace, recipient string) (Compacted, error) {
+	defer c.lock(events.Subject(workspace, events.Aggregate{Kind: events.KindInbox, ID: recipient})).Unlock()
+	return c.compact(ctx, workspace, recipient)
+}
+
+func (c *Compactor) compact(ctx context.Context, workspace, recipient string) (Compacted, error) {
 	agg := events.Aggregate{Kind: events.KindInbox, ID: recipient}
 	subject := events.Subject(workspace, agg)
 	if err := c.ledger.Begin(ctx, subject); err != nil {
@@ -198,6 +218,7 @@ func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient str
 	}
 	agg := events.Aggregate{Kind: events.KindInbox, ID: recipient}
 	subject := events.Subject(by.WorkspaceID, agg)
+	defer c.lock(subject).Unlock()
 	if err := c.ledger.Begin(ctx, subject); err != nil {
 		return Erased{}, err
 	}
@@ -249,6 +270,7 @@ func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, over
 // again: its first part restarted the inbox's count of events, so an idle
 // inbox would never be due again, and what it was to erase would stay.
 func (c *Compactor) Finish(ctx context.Context, subject string) error {
+	defer c.lock(subject).Unlock()
 	var cut, first uint64
 	var compaction string
 	incomplete := false
@@ -286,7 +308,7 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 				return fmt.Errorf("finish erasure of %s: %w", subject, err)
 			}
 		}
-		_, err = c.Compact(ctx, ws, a.ID)
+		_, err = c.compact(ctx, ws, a.ID)
 		return err
 	}
 	if cut == 0 {

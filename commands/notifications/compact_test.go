@@ -695,3 +695,75 @@ func BenchmarkCompaction(b *testing.B) {
 		})
 	}
 }
+
+// beforeErase is an eraser that calls before, once, ahead of its first
+// removal.
+type beforeErase struct {
+	*natslog.Log
+	before func()
+}
+
+func (l *beforeErase) EraseBefore(ctx context.Context, subject string, before uint64, overwrite bool) (int, error) {
+	if b := l.before; b != nil {
+		l.before = nil
+		b()
+	}
+	return l.Log.EraseBefore(ctx, subject, before, overwrite)
+}
+
+// A user's erasure asked while a compaction of the same inbox removes
+// what it replaced, and cut short by its request's deadline: it waits for
+// the compaction, so the compaction's purge takes nothing the erasure has
+// yet to overwrite, nor does its end close the erasure's ledger entry.
+// Finishing the erasure then leaves its content in no file.
+func TestErasureDuringACompactionOfTheSameInbox(t *testing.T) {
+	f := newLogFixture(t, 1<<10)
+	ctx := t.Context()
+	for i := range 10 {
+		f.send(t, "alice", fmt.Sprintf("SECRET-%d", i))
+	}
+	request, deadline := context.WithCancel(ctx)
+	defer deadline()
+	cutting := afterAppend{Log: f.log, after: func(e events.Event) {
+		if e.Type == (events.InboxErased{}).EventType() {
+			deadline()
+		}
+	}}
+	store, err := commands.NewStore(cutting, f.log.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	erasing := make(chan error, 1)
+	var comp *Compactor
+	hook := &beforeErase{Log: f.log, before: func() {
+		go func() {
+			_, err := comp.Erase(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo"}, "alice")
+			erasing <- err
+		}()
+		// Let the erasure run as far as it may while the compaction
+		// waits: before each inbox had one operation at a time, it
+		// appended its event here.
+		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if slices.ContainsFunc(f.history(t, "alice"), func(e events.Event) bool { return e.Type == (events.InboxErased{}).EventType() }) {
+				return
+			}
+		}
+	}}
+	if comp, err = NewCompactor(store, cutting, hook, f.log.Pending(), time.Now, CompactorConfig{PartBytes: 1 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := comp.Compact(ctx, "w1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-erasing; err == nil {
+		t.Fatal("the erasure was not cut short")
+	}
+	if err := f.compactor.FinishAll(ctx, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if files := natstest.FilesWith(t, f.dir, fmt.Sprintf("SECRET-%d", i)); len(files) != 0 {
+			t.Errorf("SECRET-%d is still in %v", i, files)
+		}
+	}
+}
