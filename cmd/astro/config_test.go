@@ -87,17 +87,19 @@ func TestConfig(t *testing.T) {
 	}
 }
 
-// A token "astro token" signs is one the service accepts, also when the
-// secret setting ends in a newline, as one read from a file does: both
-// trim it.
-func TestTokenCommandTrimsTheSecretAsTheService(t *testing.T) {
+// A token "astro token" signs is one the service accepts: with the issuer
+// and audience it requires, and when the secret setting ends in a
+// newline, as one read from a file does (both trim it).
+func TestTokenCommandSignsWhatTheServiceTakes(t *testing.T) {
 	secret := strings.Repeat("k", 40)
-	env := map[string]string{"ASTRO_JWT_SECRET": secret + "\n", "ASTRO_DATA_DIR": t.TempDir()}
+	// The issuer and audience the service requires, too.
+	env := map[string]string{"ASTRO_JWT_SECRET": secret + "\n", "ASTRO_DATA_DIR": t.TempDir(),
+		"ASTRO_JWT_ISSUER": "https://idp.example", "ASTRO_JWT_AUDIENCE": "astro"}
 	var out strings.Builder
 	if err := run(t.Context(), []string{"token", "--user", "u", "--workspace", "w"}, func(k string) string { return env[k] }, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	v, err := auth.NewVerifier(t.Context(), auth.Config{HS256Secret: []byte(secret)})
+	v, err := auth.NewVerifier(t.Context(), auth.Config{HS256Secret: []byte(secret), Issuer: env["ASTRO_JWT_ISSUER"], Audience: env["ASTRO_JWT_AUDIENCE"]})
 	if err != nil {
 		t.Fatal(err)
 	}

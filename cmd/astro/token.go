@@ -12,7 +12,8 @@ import (
 )
 
 // runToken prints a development token signed with the service's HS256
-// secret (the configured one, or the data directory's).
+// secret (the configured one, or the data directory's), with the issuer
+// and audience the service requires, when it requires them.
 func runToken(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("astro token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -39,7 +40,11 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 		// token signed with a secret of the data directory would be 401.
 		return errors.New("token: ASTRO_JWKS_URL is set and ASTRO_JWT_SECRET is not: the service takes only the identity provider's tokens")
 	}
-	tok, err := auth.Sign(secret, auth.Claims{UserID: *user, WorkspaceID: *ws, Scopes: strings.Fields(*scope)}, time.Now(), *ttl)
+	claims := auth.Claims{UserID: *user, WorkspaceID: *ws, Scopes: strings.Fields(*scope), Issuer: strings.TrimSpace(getenv("ASTRO_JWT_ISSUER"))}
+	if aud := strings.TrimSpace(getenv("ASTRO_JWT_AUDIENCE")); aud != "" {
+		claims.Audience = []string{aud}
+	}
+	tok, err := auth.Sign(secret, claims, time.Now(), *ttl)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
