@@ -52,8 +52,8 @@ func projectionsRebuild(ctx context.Context, args []string, getenv func(string) 
 	url := *dbURL
 	if url == "" {
 		// The running service's private PostgreSQL, found through its pid
-		// file; started if the service is not running (it is left running,
-		// and the service reuses it when it starts).
+		// file; started if the service is not running, and then stopped
+		// with this tool (it dies with its parent).
 		pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(client.DataDir, "postgres")})
 		if err != nil {
 			return fmt.Errorf("private PostgreSQL of %s: %w (or set --database-url)", client.DataDir, err)

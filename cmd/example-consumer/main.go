@@ -16,7 +16,7 @@
 // under its own inbox prefix, "_INBOX_consumer", which its permissions
 // allow, and nothing else of the account's.
 //
-//	go run ./cmd/example-consumer -nats "$(go run ./cmd/astro nats-credentials --role consumer --url)" -since 2027-01-01T00:00:00Z
+//	go run ./cmd/example-consumer -nats "$(go run ./cmd/astro nats-credentials --role consumer --url)" -since 2026-01-01T00:00:00Z
 //
 // For exactly-once effects, store the event's stream sequence in the same
 // transaction as the effect, and skip events at or below the stored one:
@@ -108,10 +108,17 @@ func run(url string, opts []nats.Option, since, name, filter string) error {
 	// the server remembers where it is.
 	cons, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
 	if err != nil {
-		cons, err = js.Consumer(ctx, stream, name)
-		if err != nil {
+		// The server refuses to move an existing consumer's start: it
+		// resumes where it stopped, if it consumes what was asked.
+		existing, gerr := js.Consumer(ctx, stream, name)
+		if gerr != nil {
 			return err
 		}
+		if got := existing.CachedInfo().Config.FilterSubject; got != filter {
+			return fmt.Errorf("consumer %s already consumes %s, not %s: choose another -name, or delete it", name, got, filter)
+		}
+		fmt.Fprintf(os.Stderr, "consumer %s resumes where it stopped (%v)\n", name, err)
+		cons = existing
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		meta, _ := m.Metadata()
