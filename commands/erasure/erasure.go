@@ -260,36 +260,40 @@ func (x *Eraser) Finish(ctx context.Context, begunBefore time.Time) error {
 	if err != nil {
 		return err
 	}
+	// One that fails does not hold back the others behind it.
+	var errs []error
 	for _, s := range subjects {
-		ws, a, err := events.ParseSubject(s)
-		if err != nil || a.Kind != events.KindWorkspace {
-			continue
+		if err := x.finishOne(ctx, s, begunBefore); err != nil {
+			errs = append(errs, fmt.Errorf("finish erasure %s: %w", s, err))
 		}
-		ok, err := x.ledger.Claim(ctx, s, begunBefore)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		var last *events.Event
-		if _, err := x.log.Read(ctx, s, 0, func(e events.Event) error { last = &e; return nil }); err != nil {
-			return err
-		}
-		if last == nil || last.Type != (events.WorkspaceErased{}).EventType() {
-			// Stopped before its event: nothing was erased.
-			if err := x.ledger.Done(ctx, s); err != nil {
-				return err
-			}
-			continue
-		}
-		by := commands.Caller{WorkspaceID: ws, UserID: last.ActorID, Integration: last.Integration}
-		var out Receipt
-		if err := x.finish(ctx, by, last.Seq, &out); err != nil {
-			return err
-		}
-		x.logger.Info("finished a workspace erasure cut short", "workspace", ws, "erasure", last.ID, "events", out.Events)
 	}
+	return errors.Join(errs...)
+}
+
+// finishOne finishes the erasure on subject s if it is a workspace's and
+// this caller claims it.
+func (x *Eraser) finishOne(ctx context.Context, s string, begunBefore time.Time) error {
+	ws, a, err := events.ParseSubject(s)
+	if err != nil || a.Kind != events.KindWorkspace {
+		return nil
+	}
+	if ok, err := x.ledger.Claim(ctx, s, begunBefore); err != nil || !ok {
+		return err
+	}
+	var last *events.Event
+	if _, err := x.log.Read(ctx, s, 0, func(e events.Event) error { last = &e; return nil }); err != nil {
+		return err
+	}
+	if last == nil || last.Type != (events.WorkspaceErased{}).EventType() {
+		// Stopped before its event: nothing was erased.
+		return x.ledger.Done(ctx, s)
+	}
+	by := commands.Caller{WorkspaceID: ws, UserID: last.ActorID, Integration: last.Integration}
+	var out Receipt
+	if err := x.finish(ctx, by, last.Seq, &out); err != nil {
+		return err
+	}
+	x.logger.Info("finished a workspace erasure cut short", "workspace", ws, "erasure", last.ID, "events", out.Events)
 	return nil
 }
 

@@ -2,7 +2,10 @@ package erasure
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,5 +235,46 @@ func TestRetriedWorkspaceErasureCutsAtItsOwnEvent(t *testing.T) {
 	}
 	if n := count(events.Subject("w1", events.Aggregate{Kind: events.KindWorkspace, ID: "w1"})); n != 1 {
 		t.Errorf("%d WorkspaceErased events, want the first attempt's only", n)
+	}
+}
+
+// failingFor is a log whose erasures of subjects with prefix fail.
+type failingFor struct {
+	*natslog.Log
+	prefix string
+}
+
+func (l failingFor) EraseBefore(ctx context.Context, subject string, before uint64, overwrite bool) (int, error) {
+	if strings.HasPrefix(subject, l.prefix) {
+		return 0, errors.New("disk full")
+	}
+	return l.Log.EraseBefore(ctx, subject, before, overwrite)
+}
+
+// Finishing the erasures cut short: one that fails (here w1's) reports
+// its error and does not keep the others (w2's) from being finished.
+func TestFinishGoesPastAnErasureThatFails(t *testing.T) {
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, ws := range []string{"w1", "w2"} {
+		request, deadline := context.WithCancel(ctx)
+		cut := eraserOn(t, cutAfter{Log: l, typ: (events.WorkspaceErased{}).EventType(), deadline: deadline}, l)
+		if _, err := cut.Workspace(request, commands.Caller{WorkspaceID: ws, UserID: "dpo", Scopes: []string{ScopeErase}}); err == nil {
+			t.Fatalf("%s's erasure was not cut short", ws)
+		}
+	}
+	err = eraserOn(t, failingFor{Log: l, prefix: events.SubjectPrefix + ".w1."}, l).Finish(ctx, time.Time{})
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Finish: %v, want w1's failure", err)
+	}
+	left, err := l.Pending().Unfinished(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{events.Subject("w1", events.Aggregate{Kind: events.KindWorkspace, ID: "w1"})}; !slices.Equal(left, want) {
+		t.Fatalf("unfinished after Finish: %v, want %v", left, want)
 	}
 }
