@@ -278,3 +278,38 @@ func TestFinishGoesPastAnErasureThatFails(t *testing.T) {
 		t.Fatalf("unfinished after Finish: %v, want %v", left, want)
 	}
 }
+
+// A user's erasure takes their inbox's snapshot too: it holds the ids and
+// read dates of every notification it erased.
+func TestUserErasureDropsTheInboxSnapshot(t *testing.T) {
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, SnapshotEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := notifications.NewHandlers(store, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := commands.Caller{WorkspaceID: "w1", UserID: "svc", Scopes: []string{notifications.ScopeSend}}
+	for range 4 {
+		if _, _, err := h.Send.Handle(ctx, notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Message: "m"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := notifications.SnapshotName + "." + events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
+	if seq, _, err := l.Snapshots().Load(ctx, key); err != nil || seq == 0 {
+		t.Fatalf("no snapshot to erase: seq %d, %v", seq, err)
+	}
+	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}
+	if _, err := eraserOn(t, l, l).User(ctx, dpo, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if seq, _, err := l.Snapshots().Load(ctx, key); err != nil || seq != 0 {
+		t.Fatalf("after the erasure the inbox's snapshot is at %d (%v), want none", seq, err)
+	}
+}
