@@ -104,6 +104,15 @@ func openInfra(ctx context.Context, cfg Config, log *slog.Logger) (_ *infra, err
 	if errors.Is(err, natslog.ErrStreamMissing) {
 		return nil, fmt.Errorf("%w, but the read models have applied events up to sequence %d: the log was lost or this is the wrong NATS server; restore the stream (or point ASTRO_NATS_URL at the right server) rather than start on an empty log", err, applied)
 	}
+	if err != nil && !inf.nc.IsConnected() {
+		// The log says only that there is no connection (a refused
+		// password closes it); why is the connection's to say.
+		why := inf.nc.LastError()
+		if why == nil {
+			why = errors.New("no connection")
+		}
+		return nil, fmt.Errorf("NATS at %s: %w (%w)", redactURL(cfg.NATSURL), why, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +170,11 @@ func (inf *infra) connectNATS(ctx context.Context, cfg Config, log *slog.Logger)
 			log.Warn("NATS disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); err != nil {
+				log.Error("NATS connection closed", "err", err) // a refused password, for one
+			}
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Error("NATS", "err", err) }),
 	}
 	if cfg.NATSURL != "" {

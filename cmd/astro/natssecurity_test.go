@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -494,5 +495,33 @@ func TestExternalNATSWithCredentials(t *testing.T) {
 	msg.Header.Set("Authorization", "Bearer "+token(t, "svc", "acme", "notifications:send"))
 	if env := natsRequest(t, c.Conn, msg); !env.Success {
 		t.Fatalf("send over NATS: %+v", env)
+	}
+}
+
+// Astro started with a password the NATS server refuses says so, where it
+// said only "stream ASTRO_EVENTS: nats: connection closed".
+func TestExternalNATSRefusingThePasswordSaysSo(t *testing.T) {
+	pw := natsserver.Passwords{Astro: newPassword(), Consumer: newPassword(), Service: newPassword()}
+	ns, err := natsserver.Start(t.Context(), natsserver.Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", Passwords: pw, ProtectedConsumers: protectedConsumers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	env := map[string]string{
+		"ASTRO_HTTP_ADDR":     "127.0.0.1:0",
+		"ASTRO_DATA_DIR":      t.TempDir(),
+		"ASTRO_NATS_URL":      ns.ClientURL(),
+		"ASTRO_NATS_USER":     natsserver.UserAstro,
+		"ASTRO_NATS_PASSWORD": "not-" + pw.Astro,
+		"ASTRO_DATABASE_URL":  pgtest.URL(t),
+		"ASTRO_JWT_SECRET":    testSecret,
+		"ASTRO_LOG_LEVEL":     "error",
+	}
+	err = run(t.Context(), nil, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("run with a wrong NATS password: %v, want the server's authorization violation", err)
+	}
+	if strings.Contains(err.Error(), pw.Astro) {
+		t.Fatalf("the error shows the password: %v", err)
 	}
 }
