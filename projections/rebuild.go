@@ -378,7 +378,9 @@ func (rb *rebuild) open(ctx context.Context) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 	rb.cons = cons
-	rb.remain = cons.CachedInfo().NumPending
+	// What the new read model holds counts as read: a resumed run that
+	// reads nothing has still reached its checkpoint.
+	rb.read, rb.remain = rb.pos, cons.CachedInfo().NumPending
 	it, err := cons.Messages(jetstream.PullMaxMessages(2 * rb.cfg.Batch))
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
@@ -515,6 +517,38 @@ func (rb *rebuild) take(ctx context.Context, limit uint64, n int, into []*logged
 		into = append(into, m)
 	}
 	return into, nil
+}
+
+// upTo reads every event left up to log sequence limit, for the switch.
+// take asks the log once whether more came: events the live projector
+// applied one at a time after the last catch-up were each delivered with
+// none counted after them, so it is called until it finds nothing more.
+// The new read model must reach limit, or the switch would set the live
+// checkpoint past events it never applied: short of it, upTo fails unless
+// the log holds nothing more to read (the events between were erased).
+func (rb *rebuild) upTo(ctx context.Context, limit uint64) ([]*logged, error) {
+	var batch []*logged
+	for {
+		n := len(batch)
+		var err error
+		if batch, err = rb.take(ctx, limit, math.MaxInt, batch); err != nil {
+			return batch, err
+		}
+		if len(batch) == n {
+			break
+		}
+	}
+	if rb.read >= limit {
+		return batch, nil
+	}
+	info, err := rb.cons.Info(ctx)
+	if err != nil {
+		return batch, fmt.Errorf("read the log: %w", err)
+	}
+	if info.NumPending > 0 || info.Delivered.Stream > rb.read {
+		return batch, fmt.Errorf("read the log: the new read model reached %d, not the live one's %d", rb.read, limit)
+	}
+	return batch, nil
 }
 
 // catchUp applies the log up to the live read model's position (to the
@@ -672,7 +706,7 @@ func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 	}
 	pos, id, applied := rb.pos, rb.eventID, rb.res.Applied
 	undo := func() { rb.pos, rb.eventID, rb.res.Applied = pos, id, applied }
-	batch, err := rb.take(ctx, final.Seq, math.MaxInt, nil)
+	batch, err := rb.upTo(ctx, final.Seq)
 	if err != nil {
 		undo()
 		return false, err

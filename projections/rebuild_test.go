@@ -152,6 +152,85 @@ func TestRebuildTakesWhatWasWrittenAfterItReachedTheEnd(t *testing.T) {
 	}
 }
 
+// Events the live projector applies one at a time after the rebuild's last
+// catch-up, before the switch holds the live tables, are each delivered to
+// the rebuild with none counted after them. The switch must apply all of
+// them: short of the live checkpoint, the comparison finds differences that
+// are not there, and a forced switch (every version upgrade) moves the
+// checkpoint past events the new tables never got.
+func TestSwitchTakesEveryEventUpToTheLiveCheckpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		force bool
+	}{
+		{"compared", false},
+		{"forced", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			db := migrated(t)
+			live, stop := start(t, f, db, notificationsProjector(t, db), 50)
+			defer stop()
+			caughtUp(t, live, f.history(t, 30))
+
+			var last uint64
+			indexed, trickled := false, false
+			res, err := rebuild(t, f, db, projections.RebuildConfig{Batch: 20, Force: tc.force, Progress: func(p projections.Progress) {
+				switch {
+				case p.Phase == "indexing" && !indexed:
+					// The catch-up after indexing applies this one and
+					// reports it: the rebuild then goes to the switch.
+					indexed = true
+					last = f.send(t)
+					caughtUp(t, live, last)
+				case p.Phase == "building" && indexed && p.Position == last:
+					for range 3 {
+						last = f.send(t)
+						caughtUp(t, live, last)
+						deliveredToTheRebuild(t, f, last)
+					}
+					trickled = true
+				}
+			}})
+			if !trickled {
+				t.Fatal("the rebuild reported no catch-up after indexing")
+			}
+			if err != nil {
+				t.Fatalf("rebuild: %v; differences %+v", err, res.Diffs)
+			}
+			if !res.Switched || res.Position != last || (!tc.force && len(res.Diffs) > 0) {
+				t.Fatalf("rebuild: %+v; want switched at %d", res, last)
+			}
+			stop() // the fresh projection takes over the projector's consumer
+			if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
+				t.Fatalf("read model after the switch differs from a fresh projection:\n%s\n%s", got, want)
+			}
+		})
+	}
+}
+
+// deliveredToTheRebuild waits until the log has delivered the event at seq
+// to the rebuild's consumer, so that the next event is delivered on its own.
+func deliveredToTheRebuild(t *testing.T, f fixture, seq uint64) {
+	t.Helper()
+	st, err := f.log.JetStream().Stream(context.Background(), f.log.Stream(events.KindInbox))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		infos := st.ListConsumers(context.Background())
+		for info := range infos.Info() {
+			if strings.HasPrefix(info.Config.Description, "rebuild of") && info.Delivered.Stream >= seq {
+				return nil
+			}
+		}
+		if err := infos.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("event %d not delivered to the rebuild", seq)
+	})
+}
+
 // TestRebuildAgainInTheSameProcess: a rebuild's lock is its session's, so
 // a finished rebuild must end that session. Given back to the pool with
 // the lock, it would make the next rebuild of the process, on another
