@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -580,8 +581,10 @@ func request[T any](ctx context.Context, do func(context.Context) (T, error)) (T
 // consumer returns the projector's durable consumer, placed right after
 // the checkpoint. The checkpoint in PostgreSQL is the truth: a consumer
 // that has delivered past it (a crash between delivery and commit, or a
-// restored database) is moved back to it. One made with another AckWait,
-// or one that starts after the checkpoint, is re-created.
+// restored database) is moved back to it. One made with another AckWait
+// or other subjects (a projector that now reads another kind of event
+// would skip that kind's events for good), or one that starts after the
+// checkpoint, is re-created.
 func (r *Runner) consumer(ctx context.Context, stream jetstream.Stream, pos uint64) (jetstream.Consumer, error) {
 	name := consumerName(r.p.Name())
 	c, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return stream.Consumer(ctx, name) })
@@ -589,7 +592,7 @@ func (r *Runner) consumer(ctx context.Context, stream jetstream.Stream, pos uint
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case err != nil:
 		return nil, fmt.Errorf("projector %s: consumer: %w", r.p.Name(), err)
-	case c.CachedInfo().Config.AckWait != r.cfg.AckWait:
+	case c.CachedInfo().Config.AckWait != r.cfg.AckWait || !sameSubjects(c.CachedInfo().Config, r.p.Subjects()):
 		if err := r.deleteConsumer(ctx, stream, name); err != nil {
 			return nil, err
 		}
@@ -624,6 +627,21 @@ func (r *Runner) consumer(ctx context.Context, stream jetstream.Stream, pos uint
 		return nil, fmt.Errorf("projector %s: create consumer: %w", r.p.Name(), err)
 	}
 	return c, nil
+}
+
+// sameSubjects reports whether cfg filters exactly the subjects want, in
+// any order.
+func sameSubjects(cfg jetstream.ConsumerConfig, want []string) bool {
+	set := func(subjects []string) map[string]bool {
+		m := map[string]bool{}
+		for _, s := range subjects {
+			if s != "" {
+				m[s] = true
+			}
+		}
+		return m
+	}
+	return maps.Equal(set(append([]string{cfg.FilterSubject}, cfg.FilterSubjects...)), set(want))
 }
 
 // moveBack resets the consumer to deliver from the checkpoint on, or

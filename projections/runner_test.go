@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -438,6 +439,66 @@ func TestConsumerThatStartsAfterTheCheckpointIsRecreated(t *testing.T) {
 	}
 	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
 		t.Fatalf("read model differs from a fresh projection:\n%s\n%s", got, want)
+	}
+}
+
+// narrowHolidays is the holidays projector as a release that did not yet
+// read workspace events had it.
+type narrowHolidays struct{ *projections.Holidays }
+
+func (narrowHolidays) Subjects() []string {
+	return []string{events.KindSubjects(events.KindHoliday), events.KindSubjects(events.KindResource)}
+}
+
+// TestConsumerWithOtherSubjectsIsRecreated: a projector that now reads
+// another kind of event must get that kind's events from its checkpoint
+// on. The durable consumer an earlier release left filters the old
+// subjects; kept, it would skip the new kind's events for good.
+func TestConsumerWithOtherSubjectsIsRecreated(t *testing.T) {
+	f := newFixture(t)
+	db := migrated(t)
+	ctx := context.Background()
+	p, err := projections.NewHolidays(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	appendEvent := func(agg events.Aggregate, pl events.Payload) uint64 {
+		t.Helper()
+		n++
+		e, err := events.New(fmt.Sprint("e", n), events.Meta{WorkspaceID: "w1", ActorID: "u1", Time: time.Now()}, agg, pl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := f.log.Append(ctx, events.Subject("w1", agg), 0, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	create := func(id string) uint64 {
+		return appendEvent(events.Aggregate{Kind: events.KindHoliday, ID: id},
+			events.HolidayCreated{HolidayID: id, Reason: "r", Type: "global", DateFrom: "2027-01-01", DateTo: "2027-01-01"})
+	}
+	h1, h2 := "00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000a2"
+
+	old, stop := start(t, f, db, narrowHolidays{p}, 10)
+	caughtUp(t, old, create(h1))
+	stop()
+
+	r, stop := start(t, f, db, p, 10)
+	defer stop()
+	appendEvent(events.Aggregate{Kind: events.KindWorkspace, ID: "w1"}, events.WorkspaceErased{ErasureID: "x"})
+	caughtUp(t, r, create(h2))
+	var left []string
+	if err := db.Select(&left, `SELECT id::text FROM holidays WHERE workspace_id = 'w1' ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0] != h2 {
+		t.Errorf("holidays after the workspace's erasure and a new one: %v, want only %s", left, h2)
+	}
+	if got := consumerInfo(t, f, p).Config.FilterSubjects; !slices.Equal(got, p.Subjects()) {
+		t.Errorf("consumer filters %v, want %v", got, p.Subjects())
 	}
 }
 
