@@ -395,17 +395,7 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		// Short pulls and heartbeats: after a leader change the client notices
 		// a dead pull in seconds, not the default 30.
 		jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			r.cfg.Logger.Debug("consume", "err", err)
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) && !errors.Is(err, nats.ErrNoResponders) {
-				return
-			}
-			// The client pulls again after each, for ever: a consumer
-			// lost with a node would stall the read model without an error.
-			if silent.Add(1) == maxSilentPulls {
-				stalled <- fmt.Errorf("projector %s: consumer silent for %d pulls in a row (last: %w)", r.p.Name(), maxSilentPulls, err)
-			}
-		}))
+		jetstream.ConsumeErrHandler(r.watchStall(&silent, stalled)))
 	if err != nil {
 		return fmt.Errorf("projector %s: consume: %w", r.p.Name(), err)
 	}
@@ -453,6 +443,31 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 		}
 		if gap != nil {
 			return fmt.Errorf("projector %s: %w", r.p.Name(), gap)
+		}
+	}
+}
+
+// watchStall is the consumer's error handler. The client pulls again after
+// each error, for ever: a consumer lost with a node would stall the read
+// model without an error. After maxSilentPulls pulls in a row that met no
+// heartbeat or no consumer (silent, which a delivery resets), it signals
+// stalled, which the runner reads between batches.
+func (r *Runner) watchStall(silent *atomic.Int32, stalled chan<- error) jetstream.ConsumeErrHandlerFunc {
+	return func(_ jetstream.ConsumeContext, err error) {
+		r.cfg.Logger.Debug("consume", "err", err)
+		if !errors.Is(err, jetstream.ErrNoHeartbeat) && !errors.Is(err, nats.ErrNoResponders) {
+			return
+		}
+		if silent.Add(1) != maxSilentPulls {
+			return
+		}
+		// A stall signalled and not read yet (a batch retrying through a
+		// database outage) ends the runner all the same. Waiting to signal
+		// a second would hold the client's goroutine that calls this, and
+		// with it the pulls, and for good once the runner has ended.
+		select {
+		case stalled <- fmt.Errorf("projector %s: consumer silent for %d pulls in a row (last: %w)", r.p.Name(), maxSilentPulls, err):
+		default:
 		}
 	}
 }
