@@ -27,16 +27,26 @@ host all astro 127.0.0.1/32 scram-sha-256
 host all astro ::1/128 scram-sha-256
 `
 
-// password returns the cluster's password, making it on first use.
-// Created exclusively, so two programs starting on one cluster agree.
-func password(dir string) (string, error) {
-	path := filepath.Join(dir, passwordFile)
+// password returns the cluster's password, making it on first use (a
+// cluster an older Astro initialised without one).
+func password(dir string) (string, error) { return keepPassword(dir, newPassword()) }
+
+// newPassword is a random password; hex, so that SQL needs no quoting.
+func newPassword() string {
 	raw := make([]byte, 24)
 	_, _ = rand.Read(raw)
+	return hex.EncodeToString(raw)
+}
+
+// keepPassword returns the cluster's password, keeping pw as it when the
+// cluster has none yet. Created exclusively, so two programs starting on
+// one cluster agree.
+func keepPassword(dir, pw string) (string, error) {
+	path := filepath.Join(dir, passwordFile)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	switch {
 	case err == nil:
-		_, err = f.WriteString(hex.EncodeToString(raw) + "\n")
+		_, err = f.WriteString(pw + "\n")
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -55,10 +65,12 @@ func password(dir string) (string, error) {
 	return "", fmt.Errorf("pgserver: %s holds no password; remove it and pg_hba.conf's Astro lines to start over", path)
 }
 
-// secure makes the running server ask for the password: initdb's cluster,
-// and one an older Astro left, trust every local connection as superuser.
-// The password is set first (a connection now still gets in either way),
-// then pg_hba.conf is written and the server reloads it.
+// secure makes the running server take only the role astro, with its
+// password. A cluster an older Astro left trusts every local connection as
+// superuser: the password is set first (a connection now still gets in
+// either way), then pg_hba.conf is written and the server reloads it. A new
+// cluster asks for the password from initdb on (see ensureCluster); here
+// it only loses initdb's lines for other roles.
 func (s *Server) secure(ctx context.Context, pw string, cred *syscall.Credential) error {
 	path := filepath.Join(s.dir, "pg_hba.conf")
 	if b, err := os.ReadFile(path); err == nil && string(b) == hba {

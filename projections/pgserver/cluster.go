@@ -180,7 +180,11 @@ func canTraverse(dir string, cred *syscall.Credential) bool {
 	}
 }
 
-// ensureCluster runs initdb on dir unless it already holds a cluster.
+// ensureCluster runs initdb on dir unless it already holds a cluster. The
+// new cluster's role astro has its password from the start, and the
+// password is kept in dir: the server listens on loopback, and a cluster
+// that trusted connections until secure ran would let any local user in
+// as superuser meanwhile.
 func ensureCluster(ctx context.Context, bin, dir string, cred *syscall.Credential, noSync bool, logger *slog.Logger) error {
 	_, err := os.Stat(filepath.Join(dir, "PG_VERSION"))
 	if err == nil {
@@ -195,7 +199,13 @@ func ensureCluster(ctx context.Context, bin, dir string, cred *syscall.Credentia
 	if err := fixOwner(dir, cred); err != nil {
 		return err
 	}
-	args := []string{"-D", dir, "-U", "astro", "--auth=trust", "-E", "UTF8", "--no-locale"}
+	pw := newPassword()
+	pwfile, err := writePasswordFile(dir, pw, cred)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(pwfile)
+	args := []string{"-D", dir, "-U", "astro", "--auth=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8", "--no-locale"}
 	if noSync {
 		args = append(args, "--no-sync")
 	}
@@ -210,7 +220,35 @@ func ensureCluster(ctx context.Context, bin, dir string, cred *syscall.Credentia
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pgserver: initdb %s: %w\n%s", dir, err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	_, err = keepPassword(dir, pw)
+	return err
+}
+
+// writePasswordFile writes pw to a file of its own for initdb, which reads
+// it as the server user: initdb refuses a cluster directory that is not
+// empty. Running as root, the file goes beside the cluster directory,
+// which that user can reach (see clusterDir); else to our temp directory.
+func writePasswordFile(dir, pw string, cred *syscall.Credential) (string, error) {
+	tmp := ""
+	if cred != nil {
+		tmp = filepath.Dir(dir)
+	}
+	f, err := os.CreateTemp(tmp, ".astro-initdb-password-*")
+	if err != nil {
+		return "", fmt.Errorf("pgserver: password for initdb: %w", err)
+	}
+	_, err = f.WriteString(pw + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && cred != nil {
+		err = os.Chown(f.Name(), int(cred.Uid), int(cred.Gid))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("pgserver: password for initdb: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // fixOwner hands dir's tree to the server user when we are root and it

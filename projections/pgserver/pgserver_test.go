@@ -107,31 +107,7 @@ func TestOnlyAstroWithItsPasswordGetsIn(t *testing.T) {
 	t.Parallel()
 	dir := newDataDir(t)
 	s := start(t, dir)
-	refused := func(s *Server) {
-		t.Helper()
-		mustExec(t, s, "select 1")
-		u, err := url.Parse(s.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for what, user := range map[string]*url.Userinfo{
-			"astro without a password":    url.User("astro"),
-			"astro with another password": url.UserPassword("astro", "guess"),
-			"postgres without a password": url.User("postgres"),
-		} {
-			other := *u
-			other.User = user
-			db, err := sql.Open("postgres", other.String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := db.PingContext(t.Context()); err == nil {
-				t.Errorf("%s got in", what)
-			}
-			db.Close()
-		}
-	}
-	refused(s)
+	onlyWithThePassword(t, s)
 
 	if err := s.Stop(t.Context()); err != nil {
 		t.Fatal(err)
@@ -140,7 +116,71 @@ func TestOnlyAstroWithItsPasswordGetsIn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.dir, "pg_hba.conf"), []byte(trust), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	refused(start(t, dir))
+	onlyWithThePassword(t, start(t, dir))
+}
+
+// A new cluster asks for the password from its first start, before secure
+// writes Astro's pg_hba.conf: trusting local connections until then would
+// let any local user in as superuser meanwhile.
+func TestNewClusterAsksForThePasswordFromTheStart(t *testing.T) {
+	t.Parallel()
+	dir := newDataDir(t)
+	bin, err := FindBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := runAs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	if err := ensureCluster(t.Context(), bin, dir, cred, true, logger); err != nil {
+		t.Fatal(err)
+	}
+	pw, err := password(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := launch(t.Context(), bin, dir, pw, cred, Config{DataDir: dir, NoSync: true}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	onlyWithThePassword(t, s)
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".astro-initdb-password-*")); len(left) > 0 {
+		t.Errorf("initdb's copy of the password left: %v", left)
+	}
+}
+
+// onlyWithThePassword checks that s lets astro in with its password, and
+// nobody without it.
+func onlyWithThePassword(t *testing.T, s *Server) {
+	t.Helper()
+	mustExec(t, s, "select 1")
+	u, err := url.Parse(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, user := range map[string]*url.Userinfo{
+		"astro without a password":    url.User("astro"),
+		"astro with another password": url.UserPassword("astro", "guess"),
+		"postgres without a password": url.User("postgres"),
+	} {
+		other := *u
+		other.User = user
+		db, err := sql.Open("postgres", other.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.PingContext(t.Context()); err == nil {
+			t.Errorf("%s got in", what)
+		}
+		db.Close()
+	}
 }
 
 func TestStalePIDFile(t *testing.T) {
