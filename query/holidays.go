@@ -162,7 +162,9 @@ func NewHolidays(ctx context.Context, db *sqlx.DB, config ...HolidaysConfig) (*H
 			// countryId is the ISO 3166-1 numeric code. Numbers and names
 			// are joined in SQL so that both can be filtered and sorted on.
 			// Creates take only assigned codes, so every code has both; a
-			// code without them would show as 0 and as itself.
+			// code without them would show as 0 and as itself. The default
+			// order is by countryId, the number a client sees; the code
+			// after it keeps rows unique even then.
 			from: `SELECT h.id, h.date_from + n AS day, c.code AS country_code,
 					COALESCE(names.num, 0) AS country_id, COALESCE(names.name, c.code) AS country_name
 				FROM holidays h
@@ -171,7 +173,7 @@ func NewHolidays(ctx context.Context, db *sqlx.DB, config ...HolidaysConfig) (*H
 				` + days + `
 				WHERE h.workspace_id = $1 AND h.type = 'country'`,
 			columns: `x.id, to_char(x.day, 'YYYY-MM-DD'), x.country_id, x.country_name`,
-			order:   `x.day ASC, x.id ASC, x.country_code ASC`,
+			order:   `x.day ASC, x.id ASC, x.country_id ASC, x.country_code ASC`,
 			schema: with(odata.Schema{
 				// 826 or, as before, 'GB'.
 				"countryId": {Column: "x.country_id", Kind: odata.Int, Alias: func(code string) (int64, bool) {

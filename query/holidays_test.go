@@ -31,6 +31,7 @@ const (
 	hP  = "30000000-0000-4000-8000-000000000001" // people r9 and r1, 2027-01-05
 	hN  = "40000000-0000-4000-8000-000000000001" // global without dates
 	hX  = "90000000-0000-4000-8000-000000000001" // global of workspace ws2, 2027-01-01
+	hD  = "a0000000-0000-4000-8000-000000000001" // country DE and FR of workspace ws4, 2027-01-01
 )
 
 // holidayEnv is a migrated database with the holidays projector and queries.
@@ -120,6 +121,8 @@ func (h *holidayEnv) fixture() []events.Event {
 		h.event("ws1", events.HolidayCreated{HolidayID: hN, Reason: "Someday", Type: events.HolidayGlobal}),
 		h.event("ws2", resource("q1", "GB", true, false)),
 		h.event("ws2", events.HolidayCreated{HolidayID: hX, Reason: "Elsewhere", Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01"}),
+		// DE is 276 and FR 250: by number the other way round.
+		h.event("ws4", events.HolidayCreated{HolidayID: hD, Reason: "Treaty day", Type: events.HolidayCountry, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{"DE", "FR"}}),
 	}
 }
 
@@ -394,6 +397,8 @@ func TestHolidayLists(t *testing.T) {
 		{"country: an alpha-2 code compares as its number", country, "ws1", query.ListOptions{Filter: "countryId gt 'FR' and date eq 2027-01-03"},
 			[]c{{hC, "2027-01-03", 826, gb}}},
 		{"country: none in the other workspace", country, "ws2", query.ListOptions{}, []c{}},
+		{"country: by countryId, the number, not the alpha-2 code", country, "ws4", query.ListOptions{},
+			[]c{{hD, "2027-01-01", 250, fr}, {hD, "2027-01-01", 276, "Germany"}}},
 
 		{"resource: one resource's days off, any type", resources, "ws1", query.ListOptions{Filter: "resourceId eq 'r1'"},
 			[]r{{hG, "2027-01-01", "r1"}, {hG, "2027-01-02", "r1"}, {hG2, "2027-01-02", "r1"}, {hC, "2027-01-02", "r1"},
