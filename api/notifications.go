@@ -238,12 +238,10 @@ func (s *Server) pageAfter(ctx context.Context, c commands.Caller, id string) (u
 	if err != nil || found {
 		return seq, err
 	}
-	delivered, err := notifications.Delivered(ctx, s.cfg.InboxLog, inboxSubject(c))
-	if err != nil {
-		return 0, unavailable(err)
-	}
 	if uid, ok := events.ParseUUID(id); ok {
-		seq = delivered[uid].Seq
+		if seq, err = notifications.DeliveredAt(ctx, s.cfg.InboxLog, inboxSubject(c), uid); err != nil {
+			return 0, unavailable(err)
+		}
 	}
 	if seq == 0 {
 		return 0, commands.Invalid(map[string][]string{"lastId": {"lastId is not one of your notifications; start again without it."}})
