@@ -214,7 +214,11 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ http
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	sent, res, err := s.cfg.Notifications.Send.Handle(r.Context(), req.Command(c))
+	cmd, err := req.Command(c)
+	if err != nil {
+		return err
+	}
+	sent, res, err := s.cfg.Notifications.Send.Handle(r.Context(), cmd)
 	if err != nil {
 		return err
 	}

@@ -17,8 +17,8 @@ import (
 // rules are the command's (notifications.Send), so both transports refuse
 // the same bodies with the same validation errors.
 type SendRequest struct {
-	// WorkspaceID is read but never decides anything: the token names the
-	// workspace. natscmd refuses a message naming another one.
+	// WorkspaceID is optional and never decides anything: the token names
+	// the workspace. Command refuses a body naming another one.
 	WorkspaceID      string          `json:"workspaceId"`
 	RecipientID      string          `json:"recipientId"`
 	SenderID         string          `json:"senderId"`
@@ -41,11 +41,20 @@ func DecodeSend(body []byte) (SendRequest, error) {
 // document types them: the sender and data's uuid fields named by their
 // UUID (see events.UpstreamID, nameData). The command refuses what is left that
 // is no UUID.
-func (r SendRequest) Command(c commands.Caller) notifications.Send {
+//
+// A body whose workspaceId names a workspace other than c's is refused
+// (403) here, where every transport turns a body into the command: the
+// token decides the workspace, and a field naming another one is a client
+// bug or an attempt, never to be delivered into the token's workspace.
+// The token's own workspace, or none, is accepted.
+func (r SendRequest) Command(c commands.Caller) (notifications.Send, error) {
+	if r.WorkspaceID != "" && r.WorkspaceID != c.WorkspaceID {
+		return notifications.Send{}, commands.Errorf(commands.EForbidden, "workspaceId is not the workspace of the token.")
+	}
 	return notifications.Send{
 		Caller: c, RecipientID: r.RecipientID, SenderID: events.UpstreamID(r.SenderID), NotificationType: r.NotificationType,
 		Subject: r.Subject, Message: r.Message, Data: nameData(r.Data),
-	}
+	}, nil
 }
 
 // nameData returns data (a send's, already held to the body rules) with

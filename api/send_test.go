@@ -1,10 +1,12 @@
 package api
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"astro/commands"
+	"astro/commands/notifications"
 )
 
 // TestSendNamesUpstreamIDs: where the public document types an id as
@@ -38,7 +40,7 @@ func TestSendNamesUpstreamIDs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%q: %v", tc.sent, err)
 			}
-			if got := req.Command(commands.Caller{}).SenderID; got != tc.command {
+			if got := command(t, req).SenderID; got != tc.command {
 				t.Errorf("senderId %q reaches the command as %q, want %q", tc.sent, got, tc.command)
 			}
 		}
@@ -76,11 +78,56 @@ func TestSendNamesUpstreamIDs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", tc.sent, err)
 			}
-			if got := string(req.Command(commands.Caller{}).Data); got != tc.command {
+			if got := string(command(t, req).Data); got != tc.command {
 				t.Errorf("data %s reaches the command as %s, want %s", tc.sent, got, tc.command)
 			}
 		}
 	})
+}
+
+// command is the command of req, sent by a caller of no workspace: the
+// body names none.
+func command(t *testing.T, req SendRequest) notifications.Send {
+	t.Helper()
+	cmd, err := req.Command(commands.Caller{})
+	if err != nil {
+		t.Fatalf("%+v: %v", req, err)
+	}
+	return cmd
+}
+
+// TestSendWorkspaceID: the token names the workspace; a body may name the
+// same one or none, and one naming another is refused on every transport,
+// which all turn a body into the command with Command.
+func TestSendWorkspaceID(t *testing.T) {
+	caller := commands.Caller{UserID: "svc", WorkspaceID: "w1"}
+	for _, tc := range []struct {
+		body      string
+		forbidden bool
+	}{
+		{`{}`, false},
+		{`{"workspaceId":"w1"}`, false},
+		{`{"workspaceId":""}`, false},
+		{`{"workspaceId":null}`, false},
+		{`{"workspaceId":"w2"}`, true},
+		{`{"workspaceId":"W1"}`, true}, // ids are compared as written, as the token's
+		{`{"workspaceId":"w1 "}`, true},
+	} {
+		req, err := DecodeSend([]byte(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		cmd, err := req.Command(caller)
+		var e *commands.Error
+		switch {
+		case tc.forbidden && !(errors.As(err, &e) && e.Code == commands.EForbidden):
+			t.Errorf("%s: %v, want Forbidden", tc.body, err)
+		case !tc.forbidden && err != nil:
+			t.Errorf("%s: %v", tc.body, err)
+		case !tc.forbidden && cmd.Caller.WorkspaceID != "w1":
+			t.Errorf("%s: the command's workspace is %q, want the token's", tc.body, cmd.Caller.WorkspaceID)
+		}
+	}
 }
 
 func TestIsJSONInteger(t *testing.T) {

@@ -144,27 +144,31 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 		caller.Again = claim != nil && claim.Again()
 	}
 	if err == nil {
-		var req api.SendRequest
-		req, err = api.DecodeSend(m.Data)
-		switch {
-		case err != nil:
-		case req.WorkspaceID != "" && req.WorkspaceID != caller.WorkspaceID:
-			// The token decides the workspace; a field naming another one
-			// is a client bug or an attempt, and never acted on.
-			err = commands.Errorf(commands.EForbidden, "workspaceId is not the workspace of the token.")
-		default:
-			var sent events.NotificationSent
-			var res commands.Result
-			sent, res, err = s.cfg.Notifications.Send.Handle(ctx, req.Command(caller))
-			if err == nil {
-				answer, err = s.cfg.Answers.Answer(ctx, caller, sent, res)
-			}
-		}
+		answer, err = s.handle(ctx, m, caller)
 	}
 	status, body := s.reply(m, reqID, answer, err)
 	if claim != nil {
 		s.record(ctx, claim, status, body)
 	}
+}
+
+// handle decodes the send of m and runs it as caller. The body is refused
+// as over HTTP, a workspaceId naming another workspace included: both
+// transports turn it into the command with api.SendRequest.Command.
+func (s *Server) handle(ctx context.Context, m *nats.Msg, caller commands.Caller) (query.NotificationDto, error) {
+	req, err := api.DecodeSend(m.Data)
+	if err != nil {
+		return query.NotificationDto{}, err
+	}
+	cmd, err := req.Command(caller)
+	if err != nil {
+		return query.NotificationDto{}, err
+	}
+	sent, res, err := s.cfg.Notifications.Send.Handle(ctx, cmd)
+	if err != nil {
+		return query.NotificationDto{}, err
+	}
+	return s.cfg.Answers.Answer(ctx, caller, sent, res)
 }
 
 // claim takes the message's Idempotency-Key, or returns the answer kept

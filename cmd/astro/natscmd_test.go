@@ -136,6 +136,51 @@ func TestNATSCommandAuthorization(t *testing.T) {
 	}
 }
 
+// TestSendWorkspaceIDOnBothTransports: a send body naming a workspace
+// other than the token's is refused with 403 over HTTP as over NATS, and
+// nothing is delivered; naming the token's own, or none, sends into it.
+func TestSendWorkspaceIDOnBothTransports(t *testing.T) {
+	s := startService(t)
+	nc := s.connectNATS()
+	svc := token(t, "svc", "attacker", "notifications:send")
+	transports := map[string]func(body string) envelope{
+		"HTTP": func(body string) envelope { return s.call("POST", sendPath, svc, body) },
+		"NATS": func(body string) envelope {
+			msg := nats.NewMsg(natscmd.SendSubject)
+			msg.Data = []byte(body)
+			msg.Header.Set("Authorization", "Bearer "+svc)
+			return natsRequest(t, nc, msg)
+		},
+	}
+	const rest = `"recipientId":"victim","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"task","subject":"s","message":"m"}`
+	for name, send := range transports {
+		for _, tc := range []struct {
+			body   string
+			status string
+		}{
+			{`{"workspaceId":"victimws",` + rest, "Forbidden"},
+			{`{"workspaceId":"attacker",` + rest, "OK"},
+			{`{` + rest, "OK"},
+		} {
+			if env := send(tc.body); env.StatusCode != tc.status {
+				t.Errorf("%s %s: %s %s, want %s", name, tc.body, env.StatusCode, env.raw, tc.status)
+			}
+		}
+	}
+	if got := s.unread(token(t, "victim", "victimws")); got != 0 {
+		t.Fatalf("a send naming another workspace reached it: %d unread", got)
+	}
+	sent := s.logEvents(t, "NotificationSent")
+	for _, e := range sent {
+		if e.WorkspaceID != "attacker" {
+			t.Fatalf("sent into %s", e.WorkspaceID)
+		}
+	}
+	if len(sent) != 4 {
+		t.Fatalf("%d sends, want the 4 accepted", len(sent))
+	}
+}
+
 // natsRequest sends msg and decodes the reply's envelope.
 // heldSend is a NATS send of svc in w1 under an Idempotency-Key that
 // another request holds, as the instance running it would: the service
