@@ -8,23 +8,54 @@ import (
 )
 
 // singleValued refuses a parameter that takes one value but came more than
-// once with values that differ, as in ?$top=1&%24top=100000. A handler
-// reads the first; a proxy, a gateway or a validator in front may read
-// another, and the request would be served as one nobody checked. The
-// same value repeated is that value.
+// once with values that differ, as in ?$top=1&%24top=100000 or
+// ?$top=1&$TOP=100000 (a known name in any case is that name, as flatQuery
+// reads it). A handler reads the first; a proxy, a gateway or a validator
+// in front may read another, and the request would be served as one
+// nobody checked. The same value repeated is that value.
 func singleValued(q url.Values, names ...string) error {
 	v := commands.Validation{}
 	for _, name := range names {
-		if vs := q[name]; len(vs) > 1 {
-			for _, x := range vs[1:] {
-				if x != vs[0] {
-					v.Add(name, name+" was given more than once, with different values; give it once.")
-					break
-				}
+		var vs []string
+		for k, kvs := range q {
+			if queryName(k) == name {
+				vs = append(vs, kvs...)
+			}
+		}
+		for _, x := range vs {
+			if x != vs[0] {
+				v.Add(name, name+" was given more than once, with different values; give it once.")
+				break
 			}
 		}
 	}
 	return v.Err()
+}
+
+// queryNames are the query parameters of every endpoint, as handlers read
+// them; flatQuery gives each its case here. A handler's new parameter
+// belongs in this list (TestQueryNamesCoverTheDocument checks the
+// document's). The bearer token's names are here for the stream to refuse
+// them in any case.
+var queryNames = func() map[string]string {
+	m := map[string]string{}
+	for _, name := range []string{
+		"lastId", "senderId", "notificationTypes", "asFlatList",
+		"$filter", "$orderby", "$top", "$skip", "asOf", "after",
+		"ticket", "lastEventId", "access_token", "token", "authorization", "bearer",
+	} {
+		m[strings.ToLower(name)] = name
+	}
+	return m
+}()
+
+// queryName is the name a handler reads for the query key k: a known
+// parameter's in its own case, any other key as it is.
+func queryName(k string) string {
+	if name, ok := queryNames[strings.ToLower(k)]; ok {
+		return name
+	}
+	return k
 }
 
 // flatQuery rewrites the query parameters of nested forms to their plain
@@ -33,10 +64,14 @@ func singleValued(q url.Values, names ...string) error {
 // notificationTypes=a. The public API's TypeScript SDK sends its options
 // under "params", as its HTTP library serialises a nested object, and
 // such libraries write arrays with brackets; read as they come, none of
-// them would reach a handler. A query that does not parse is left as it
-// is, for the handler to refuse.
+// them would reach a handler.
+//
+// It also gives a known parameter its own case (queryNames): LastId,
+// $TOP or $OrderBy would otherwise be ignored without a word, and a client
+// would get an answer to a question it did not ask. A pair whose name
+// does not parse is left as it is.
 func flatQuery(raw string) string {
-	if !strings.Contains(raw, "[") && !strings.Contains(raw, "%5B") && !strings.Contains(raw, "%5b") {
+	if raw == "" {
 		return raw
 	}
 	// Pair by pair, in order: an array's elements keep theirs, which a
@@ -45,12 +80,10 @@ func flatQuery(raw string) string {
 	changed := false
 	for i, pair := range strings.Split(raw, "&") {
 		k, v, hasValue := strings.Cut(pair, "=")
-		key, err := url.QueryUnescape(k)
-		if err != nil {
-			return raw
-		}
-		if name := flatName(key); name != key {
-			changed, k = true, url.QueryEscape(name)
+		if key, err := url.QueryUnescape(k); err == nil {
+			if name := queryName(flatName(key)); name != key {
+				changed, k = true, url.QueryEscape(name)
+			}
 		}
 		if i > 0 {
 			b.WriteByte('&')

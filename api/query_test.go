@@ -1,10 +1,12 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"astro/commands"
@@ -26,6 +28,14 @@ func TestFlatQuery(t *testing.T) {
 		{"params[]=1", url.Values{"params": {"1"}}}, // an array named params
 		{"params[x=%zz", nil},                       // does not parse: the handler refuses it
 		{"", nil},
+		// A known name in any case is that name; others are left alone.
+		{"LastId=x&lastid=y&LASTID=z", url.Values{"lastId": {"x", "y", "z"}}},
+		{"AsFlatList=true&SenderId=b&NotificationTypes=a", url.Values{"asFlatList": {"true"}, "senderId": {"b"}, "notificationTypes": {"a"}}},
+		{"$TOP=1&$Skip=2&$Filter=f&$OrderBy=o&ASOF=t&After=3", url.Values{"$top": {"1"}, "$skip": {"2"}, "$filter": {"f"}, "$orderby": {"o"}, "asOf": {"t"}, "after": {"3"}}},
+		{"%24TOP=1", url.Values{"$top": {"1"}}},
+		{"params[AsFlatList]=true&NotificationTypes[]=a", url.Values{"asFlatList": {"true"}, "notificationTypes": {"a"}}},
+		{"Ticket=t&LastEventID=4&Access_Token=x", url.Values{"ticket": {"t"}, "lastEventId": {"4"}, "access_token": {"x"}}},
+		{"Foo=1&lastId=x", nil},
 	} {
 		got := flatQuery(tc.raw)
 		if tc.want == nil {
@@ -38,6 +48,11 @@ func TestFlatQuery(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(q, tc.want) {
 			t.Errorf("%q: %q (%v), want %v", tc.raw, got, err, tc.want)
 		}
+	}
+	// A pair whose name does not parse is kept as it is; the others are
+	// still read.
+	if got := flatQuery("%zz=1&LastId=x"); got != "%zz=1&lastId=x" {
+		t.Errorf("%%zz=1&LastId=x: %q", got)
 	}
 }
 
@@ -53,6 +68,11 @@ func TestSingleValued(t *testing.T) {
 		{"$filter=a&$orderby=b&$skip=1&$skip=2&asOf=x&asOf=y", []string{"$skip", "asOf"}},
 		{"notificationTypes=a&notificationTypes=b", nil}, // not single-valued
 		{"", nil},
+		// Case variants of one name are that name given twice.
+		{"$top=1&$TOP=1000", []string{"$top"}},
+		{"$TOP=1&$Top=1000", []string{"$top"}},
+		{"$top=5&$TOP=5", nil},
+		{"AsOf=x&asOf=y&$Skip=1", []string{"asOf"}},
 	} {
 		q, err := url.ParseQuery(tc.raw)
 		if err != nil {
@@ -72,6 +92,32 @@ func TestSingleValued(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, tc.refused) {
 			t.Errorf("%q: refused %v, want %v", tc.raw, got, tc.refused)
+		}
+	}
+}
+
+// TestQueryNamesCoverTheDocument: every query parameter the served
+// document names is read in any case.
+func TestQueryNamesCoverTheDocument(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			var o struct {
+				Parameters []struct{ Name, In string }
+			}
+			if json.Unmarshal(op, &o) != nil {
+				continue // not an operation (a path's own parameters)
+			}
+			for _, p := range o.Parameters {
+				if p.In == "query" && queryName(strings.ToUpper(p.Name)) != p.Name {
+					t.Errorf("%s %s: query parameter %s is not in queryNames", method, path, p.Name)
+				}
+			}
 		}
 	}
 }

@@ -242,6 +242,9 @@ func TestHolidayErrors(t *testing.T) {
 		{"rename null body", "PUT", "/api/data/holidays/" + h.ID, `null`, nil, 400, ""},
 		{"create list body", "POST", "/api/data/holidays", `[]`, nil, 400, ""},
 		{"list top too large", "GET", "/api/data/holidays/global?$top=100000", nil, nil, 400, "$top"},
+		{"list top too large in capitals", "GET", "/api/data/holidays/global?$TOP=100000", nil, nil, 400, "$top"},
+		{"list top in two cases", "GET", "/api/data/holidays/global?$top=1&$Top=1000", nil, nil, 400, "$top"},
+		{"history after in capitals not a number", "GET", "/api/data/holidays/" + h.ID + "/history?AFTER=x", nil, nil, 400, "after"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -98,6 +98,9 @@ func TestRetrieveGroupsAndFilters(t *testing.T) {
 		{"?asFlatList=true&notificationTypes=task&notificationTypes=comment", 3},
 		{"?asFlatList=TRUE&senderId=" + strings.ToUpper(idOf("bob")) + "&notificationTypes=mention", 1},
 		{"?asFlatList=true&senderId=" + idOf("nobody"), 0},
+		// Parameter names in any case: none is ignored.
+		{"?AsFlatList=true&SENDERID=" + idOf("carol"), 1},
+		{"?asflatlist=true&NotificationTypes=task,mention", 3},
 	}
 	for _, c := range cases {
 		if got := len(s.page(alice, c.query).Items); got != c.want {
