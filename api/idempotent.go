@@ -61,10 +61,14 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	c.IdempotencyKey, c.Again = key, claim.Again()
 	rec := &recorder{ResponseWriter: w}
 	// The claim must outlive the write: bound the write well inside it.
-	work, cancelWork := context.WithTimeout(r.Context(), idempotency.MaxWrite)
+	work, cancelWork := context.WithTimeout(r.Context(), s.maxWrite)
 	defer cancelWork()
-	if err := h(rec, r.WithContext(work), p, c); err != nil {
-		writeError(rec, r, s.log, err)
+	// The error is answered with the work's context: when its bound, not
+	// the request's, cut the write short, writeError must see that deadline
+	// to answer 503 with Retry-After, as it does for the request's own.
+	wr := r.WithContext(work)
+	if err := h(rec, wr, p, c); err != nil {
+		writeError(rec, wr, s.log, err)
 	}
 	// A server failure or a lost race is not an answer: let a retry execute
 	// again (the event ids derived from the key keep that from appending

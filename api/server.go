@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"astro/api/auth"
+	"astro/api/idempotency"
 	"astro/commands"
 	"astro/commands/holidays"
 	"astro/commands/notifications"
@@ -121,6 +122,9 @@ type Server struct {
 	methods methodTable
 	streams *streams
 	hub     *hub
+	// maxWrite bounds a write under an Idempotency-Key: idempotency.MaxWrite,
+	// shorter in tests.
+	maxWrite time.Duration
 }
 
 // New builds the server and its routes.
@@ -158,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(tokenCacheSize), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), creates: newSlots(1, 5*time.Second), methods: methods, metrics: cfg.Metrics,
-		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max), hub: newHub(cfg.InboxLog, cfg.Logger)}
+		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max), hub: newHub(cfg.InboxLog, cfg.Logger), maxWrite: idempotency.MaxWrite}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}
