@@ -97,6 +97,9 @@ func TestSendNamesUpstreamIDsEndToEnd(t *testing.T) {
 		{"", 2},
 		{"resourceId eq 'res-000'", 2},
 		{"resourceId eq '" + strings.ToUpper(uuidOfRes000) + "'", 2},
+		{"resourceId eq " + uuidOfRes000, 2}, // OData v4's guid literal, unquoted
+		{"resourceId eq " + strings.ToUpper(uuidOfRes000), 2},
+		{"resourceId ne " + uuidOfRes000, 0},
 		{"resourceId ne 'res-000'", 0},
 		{"resourceId eq 'res-001'", 0},
 		{"resourceId eq 'RES-000'", 0},

@@ -363,7 +363,7 @@ func (p *parser) bind(f operand, op cmpOp, lit token) (*node, error) {
 	var v any
 	switch f.field.Kind {
 	case String:
-		if lit.kind != tString {
+		if !textual(lit) {
 			return nil, p.fail(lit, name+" is text: put the value in single quotes, e.g. 'abc'")
 		}
 		v = lit.text
@@ -407,7 +407,7 @@ func (p *parser) bind(f operand, op cmpOp, lit token) (*node, error) {
 		}
 		v = strings.EqualFold(lit.text, "true")
 	case UUID:
-		if lit.kind != tString || !isUUID(lit.text) {
+		if !textual(lit) || !isUUID(lit.text) {
 			return nil, p.fail(lit, name+" is an id: use the form '123e4567-e89b-12d3-a456-426614174000', found "+describe(lit))
 		}
 		v = strings.ToLower(lit.text)
@@ -417,6 +417,15 @@ func (p *parser) bind(f operand, op cmpOp, lit token) (*node, error) {
 	p.args = append(p.args, v)
 	n.ph = "$" + strconv.Itoa(p.offset+len(p.args))
 	return n, nil
+}
+
+// textual reports whether lit stands for text: quoted, or a GUID written
+// bare. OData v4 writes a Guid literal without quotes (id eq
+// 01a21835-2ddb-4c8b-9c1a-1b2c3d4e5f60), and clients that build filters
+// from the standard do; its text is the id, whether the field is typed as
+// one or holds ids as text (resourceId).
+func textual(lit token) bool {
+	return lit.kind == tString || lit.kind == tWord && isUUID(lit.text)
 }
 
 // either is n (eq or ne) against a literal that stands for two values:
