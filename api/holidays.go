@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -320,8 +321,10 @@ func historyPage(q url.Values) (after uint64, limit int, err error) {
 	}
 	v := commands.Validation{}
 	if a := strings.TrimSpace(q.Get("after")); a != "" {
-		if after, err = strconv.ParseUint(a, 10, 64); err != nil {
-			v.Add("after", "after must be a whole number: the sequence of the last entry of the page before.")
+		// The largest uint64 is no entry's sequence, and the log's read
+		// from the one after it would wrap around to the start.
+		if after, err = strconv.ParseUint(a, 10, 64); err != nil || after == math.MaxUint64 {
+			v.Add("after", fmt.Sprintf("after must be a whole number from 0 to %d: the sequence of the last entry of the page before.", uint64(math.MaxUint64-1)))
 		}
 	}
 	if t := strings.TrimSpace(q.Get("$top")); t != "" {

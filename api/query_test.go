@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/url"
 	"reflect"
 	"slices"
@@ -118,6 +119,39 @@ func TestQueryNamesCoverTheDocument(t *testing.T) {
 					t.Errorf("%s %s: query parameter %s is not in queryNames", method, path, p.Name)
 				}
 			}
+		}
+	}
+}
+
+func TestHistoryPage(t *testing.T) {
+	for _, tc := range []struct {
+		raw     string
+		after   uint64
+		limit   int
+		refused string // the field refused
+	}{
+		{"", 0, 0, ""},
+		{"after=0&$top=1", 0, 1, ""},
+		{"after=%2042%20", 42, 0, ""},
+		{"after=18446744073709551614&$top=1000", math.MaxUint64 - 1, 1000, ""},
+		{"after=18446744073709551615", 0, 0, "after"}, // after+1 would wrap around to the start
+		{"after=18446744073709551616", 0, 0, "after"},
+		{"after=-1", 0, 0, "after"},
+		{"after=x", 0, 0, "after"},
+		{"$top=0", 0, 0, "$top"},
+		{"$top=1001", 0, 0, "$top"},
+	} {
+		q, err := url.ParseQuery(tc.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, limit, err := historyPage(q)
+		var e *commands.Error
+		switch {
+		case tc.refused == "" && (err != nil || after != tc.after || limit != tc.limit):
+			t.Errorf("%q: %d, %d, %v; want %d, %d", tc.raw, after, limit, err, tc.after, tc.limit)
+		case tc.refused != "" && !(errors.As(err, &e) && len(e.Fields[tc.refused]) > 0):
+			t.Errorf("%q: %v, want validationErrors.%s", tc.raw, err, tc.refused)
 		}
 	}
 }

@@ -218,6 +218,7 @@ func TestHolidayErrors(t *testing.T) {
 		{"history unknown id", "GET", "/api/data/holidays/" + unknown + "/history", nil, nil, 404, ""},
 		{"history unknown id after a position", "GET", "/api/data/holidays/" + unknown + "/history?after=1", nil, nil, 404, ""},
 		{"history after not a number", "GET", "/api/data/holidays/" + h.ID + "/history?after=x", nil, nil, 400, "after"},
+		{"history after the largest number", "GET", "/api/data/holidays/" + h.ID + "/history?after=18446744073709551615", nil, nil, 400, "after"},
 		{"history top zero", "GET", "/api/data/holidays/" + h.ID + "/history?$top=0", nil, nil, 400, "$top"},
 		{"history top too large", "GET", "/api/data/holidays/" + h.ID + "/history?$top=1001", nil, nil, 400, "$top"},
 		{"asOf malformed", "GET", "/api/data/holidays/" + h.ID + "?asOf=yesterday", nil, nil, 400, "asOf"},
