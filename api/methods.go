@@ -44,6 +44,11 @@ func newMethodTable(doc []byte) (methodTable, error) {
 				pm.methods = append(pm.methods, m)
 			}
 		}
+		// RFC 9110 (9.3.2): HEAD is served wherever GET is, as GET without
+		// content (see Server.serve); the document lists GET alone.
+		if slices.Contains(pm.methods, http.MethodGet) {
+			pm.methods = append(pm.methods, http.MethodHead)
+		}
 		t = append(t, pm)
 	}
 	return t, nil

@@ -284,6 +284,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, commands.Errorf(commands.EMethod, "%s is not allowed on %s; it takes %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 		return
 	}
+	if r.Method == http.MethodHead {
+		r = headAsGet(r)
+	}
 	if r.URL.Path != StreamPath || r.Method != http.MethodGet {
 		// A stream lives past any request deadline; it ends on its own
 		// terms (the token's expiry, a shutdown, the client leaving).
@@ -292,6 +295,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(ctx)
 	}
 	s.router.ServeHTTP(w, r)
+}
+
+// headKey marks the context of a HEAD request served as GET.
+type headKey struct{}
+
+// headAsGet is r, a HEAD request, as the GET its handlers serve: RFC 9110
+// (9.3.2) makes HEAD a GET without content, with the same status and
+// headers. A copy: net/http reads the method of the request it was given
+// to discard the body, so that one stays HEAD. The mark is for what must
+// stop once the headers are out (the notification stream).
+func headAsGet(r *http.Request) *http.Request {
+	g := r.WithContext(context.WithValue(r.Context(), headKey{}, true))
+	g.Method = http.MethodGet
+	return g
+}
+
+// isHead reports whether r is a HEAD request served as GET.
+func isHead(r *http.Request) bool {
+	head, _ := r.Context().Value(headKey{}).(bool)
+	return head
 }
 
 // handler is an authenticated endpoint: it returns an error instead of

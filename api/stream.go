@@ -326,6 +326,9 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
 	w.WriteHeader(http.StatusOK)
+	if isHead(r) {
+		return nil // the stream's head is all a HEAD gets; it must not hold a stream
+	}
 	// Reconnect after a second when the server ends the stream (a restart).
 	sw.raw("retry: 1000\n\n")
 	if snapshot {
