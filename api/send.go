@@ -58,7 +58,8 @@ func (r SendRequest) Command(c commands.Caller) (notifications.Send, error) {
 }
 
 // nameData returns data (a send's, already held to the body rules) with
-// the uuid fields of NotificationDataDto as UUIDs: a UUID lower-cased, any
+// NotificationDataDto's field names in their own case, as the body's are
+// read in any case, and its uuid fields as UUIDs: a UUID lower-cased, any
 // other string and any integer named by their UUID (42 by that of "42", so
 // an id the caller has as a number or as text is the same id). What it
 // cannot name (another type, an unacceptable string) is left for the
@@ -74,6 +75,7 @@ func nameData(data json.RawMessage) json.RawMessage {
 	var out bytes.Buffer
 	out.WriteByte('{')
 	changed := false
+	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -83,6 +85,15 @@ func nameData(data json.RawMessage) json.RawMessage {
 		var value json.RawMessage
 		if err := dec.Decode(&value); err != nil {
 			return data
+		}
+		if field, ok := notifications.DataFieldName(name); ok {
+			if seen[field] {
+				return data // one field twice: the command refuses the spelling it does not know
+			}
+			seen[field] = true
+			if field != name {
+				name, changed = field, true
+			}
 		}
 		if notifications.DataFieldIsUUID(name) {
 			if named, ok := nameDataID(value); ok && !bytes.Equal(named, value) {

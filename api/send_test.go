@@ -73,6 +73,11 @@ func TestSendNamesUpstreamIDs(t *testing.T) {
 			{`{"taskId":"{` + id + `}"}`, `{"taskId":"{` + id + `}"}`},
 			{`{"taskName":7}`, `{"taskName":7}`}, // a string field is no id
 			{`{"marker":7}`, `{"marker":7}`},     // nor is an unknown one
+			// A field's name in any case is that field, as a .NET client
+			// writes it; the same field twice is left for the command to
+			// refuse the spelling it does not know.
+			{`{"TaskName":"T","TASKID":7}`, `{"taskName":"T","taskId":"` + seven + `"}`},
+			{`{"taskName":"a","TaskName":"b"}`, `{"taskName":"a","TaskName":"b"}`},
 		} {
 			req, err := DecodeSend([]byte(`{"recipientId":"alice","senderId":"bob","notificationType":"t","data":` + tc.sent + `}`))
 			if err != nil {

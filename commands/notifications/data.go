@@ -2,6 +2,7 @@ package notifications
 
 import (
 	"encoding/json"
+	"strings"
 
 	"astro/commands"
 	"astro/events"
@@ -33,6 +34,18 @@ func DataFieldIsUUID(name string) bool {
 
 // dataFieldNames lists them for a client's message, in order.
 const dataFieldNames = "assigneeId, fileName, projectId, projectName, projectShortId, senderFirstName, shareId, taskId, taskName, taskShortId, view"
+
+// DataFieldName is the field of NotificationDataDto that name spells in
+// any case ("TaskName" is taskName), for the api, which reads data's names
+// as it reads the body's: .NET clients write them capitalised.
+func DataFieldName(name string) (string, bool) {
+	for field := range strings.SplitSeq(dataFieldNames, ", ") {
+		if strings.EqualFold(field, name) {
+			return field, true
+		}
+	}
+	return "", false
+}
 
 // msgDataUUID is the refusal of a uuid field: it says what the API takes
 // there, since the caller speaks to the API.
