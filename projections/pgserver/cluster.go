@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,75 +181,188 @@ func canTraverse(dir string, cred *syscall.Credential) bool {
 	}
 }
 
-// ensureCluster runs initdb on dir unless it already holds a cluster. The
+// ensureCluster runs initdb for dir unless it already holds a cluster. The
 // new cluster's role astro has its password from the start, and the
 // password is kept in dir: the server listens on loopback, and a cluster
 // that trusted connections until secure ran would let any local user in
 // as superuser meanwhile.
+//
+// Any dir holding PG_VERSION is taken for a complete cluster, and initdb
+// writes that file first: so initdb runs in a work directory beside dir
+// (see initdbWork), and the cluster is renamed into place, with its
+// password, only once it is complete. What a killed start left there is
+// removed by the next one.
 func ensureCluster(ctx context.Context, bin, dir string, cred *syscall.Credential, noSync bool, logger *slog.Logger) error {
-	_, err := os.Stat(filepath.Join(dir, "PG_VERSION"))
-	if err == nil {
+	if ok, err := hasCluster(dir); err != nil {
+		return err
+	} else if ok {
 		return fixOwner(dir, cred)
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("pgserver: %w", err)
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("pgserver: create parent of cluster dir: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("pgserver: create cluster dir: %w", err)
-	}
-	if err := fixOwner(dir, cred); err != nil {
-		return err
-	}
-	pw := newPassword()
-	pwfile, err := writePasswordFile(dir, pw, cred)
+	lock, err := lockInitdb(dir)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(pwfile)
-	args := []string{"-D", dir, "-U", "astro", "--auth=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8", "--no-locale"}
+	defer lock.Close() // closing releases the lock
+	if ok, err := hasCluster(dir); err != nil {
+		return err
+	} else if ok { // another start made it while we waited
+		return fixOwner(dir, cred)
+	}
+	work, err := initdbWork(dir, cred, logger)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	tmp := filepath.Join(work, "cluster")
+	pw := newPassword()
+	// initdb reads the password as the server user, and refuses a cluster
+	// directory that is not empty: the file goes beside it.
+	pwfile := filepath.Join(work, "password")
+	if err := writeOwned(pwfile, pw+"\n", cred); err != nil {
+		return fmt.Errorf("pgserver: password for initdb: %w", err)
+	}
+	args := []string{"-D", tmp, "-U", "astro", "--auth=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8", "--no-locale"}
 	if noSync {
 		args = append(args, "--no-sync")
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
-	cmd.Dir = dir // our working directory may be closed to the server user
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	// On SIGTERM initdb removes what it made; killed, it would leave a
-	// half-made cluster that later starts take for a real one.
+	cmd.Dir = work // our working directory may be closed to the server user
+	// Like postgres, initdb stops when Astro dies; and it holds the lock
+	// until it is gone, so that the next start does not remove the work
+	// directory while initdb still writes in it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT}
+	cmd.ExtraFiles = []*os.File{lock}
+	// On SIGTERM initdb removes what it made.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
-	logger.Info("initialising postgres cluster", "dir", dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pgserver: initdb %s: %w\n%s", dir, err, strings.TrimSpace(string(out)))
+	logger.Info("initialising postgres cluster", "dir", dir, "work_dir", tmp)
+	// Pdeathsig fires when the thread that forked exits (see spawn): this
+	// one stays ours until initdb is done.
+	runtime.LockOSThread()
+	out, err := cmd.CombinedOutput()
+	runtime.UnlockOSThread()
+	if err != nil {
+		return fmt.Errorf("pgserver: initdb %s: %w\n%s", tmp, err, strings.TrimSpace(string(out)))
 	}
-	_, err = keepPassword(dir, pw)
-	return err
+
+	// The password goes in before the rename: a cluster in place always
+	// has the password its role was made with.
+	if _, err := keepPassword(tmp, pw); err != nil {
+		return err
+	}
+	if !noSync {
+		if err := syncPath(filepath.Join(tmp, passwordFile)); err != nil {
+			return err
+		}
+	}
+	// Over a missing or empty dir; a non-empty one was refused by hasCluster.
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("pgserver: move the new cluster into place: %w", err)
+	}
+	if !noSync {
+		return syncPath(parent)
+	}
+	return nil
 }
 
-// writePasswordFile writes pw to a file of its own for initdb, which reads
-// it as the server user: initdb refuses a cluster directory that is not
-// empty. Running as root, the file goes beside the cluster directory,
-// which that user can reach (see clusterDir); else to our temp directory.
-func writePasswordFile(dir, pw string, cred *syscall.Credential) (string, error) {
-	tmp := ""
-	if cred != nil {
-		tmp = filepath.Dir(dir)
+// hasCluster reports whether dir holds a cluster (made by initdb, then
+// renamed in whole; or by an older Astro, which ran initdb in place). It
+// refuses a dir that holds something else, which is not ours to remove.
+func hasCluster(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, "PG_VERSION"))
+	if err == nil {
+		return true, nil
 	}
-	f, err := os.CreateTemp(tmp, ".astro-initdb-password-*")
+	if !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("pgserver: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("pgserver: %w", err)
+	case len(entries) > 0:
+		return false, fmt.Errorf("pgserver: %s holds no PostgreSQL cluster (no PG_VERSION) and is not empty: move it away to have a new cluster made there", dir)
+	}
+	return false, nil
+}
+
+// lockInitdb takes the lock beside dir that one start at a time holds
+// while it makes the cluster, and returns the file holding it.
+func lockInitdb(dir string) (*os.File, error) {
+	path := filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".initdb.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return "", fmt.Errorf("pgserver: password for initdb: %w", err)
+		return nil, fmt.Errorf("pgserver: %w", err)
 	}
-	_, err = f.WriteString(pw + "\n")
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pgserver: lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// initdbWork returns a new, empty work directory for initdb beside dir,
+// on dir's file system so that the cluster moves into place by rename.
+// Whatever a killed start left there is removed first: under the lock, no
+// initdb runs in it any more.
+func initdbWork(dir string, cred *syscall.Credential, logger *slog.Logger) (string, error) {
+	work := filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".initdb")
+	if _, err := os.Lstat(work); err == nil {
+		logger.Info("removing what an interrupted initdb left", "dir", work)
+	}
+	if err := os.RemoveAll(work); err != nil {
+		return "", fmt.Errorf("pgserver: remove what an interrupted initdb left: %w", err)
+	}
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return "", fmt.Errorf("pgserver: create initdb's work dir: %w", err)
+	}
+	if cred != nil {
+		if err := os.Chown(work, int(cred.Uid), int(cred.Gid)); err != nil {
+			os.Remove(work)
+			return "", fmt.Errorf("pgserver: %w", err)
+		}
+	}
+	return work, nil
+}
+
+// writeOwned writes content to a new file at path, 0600 and owned by the
+// server user when we are root.
+func writeOwned(path, content string, cred *syscall.Credential) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(content)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil && cred != nil {
-		err = os.Chown(f.Name(), int(cred.Uid), int(cred.Gid))
+		err = os.Chown(path, int(cred.Uid), int(cred.Gid))
+	}
+	return err
+}
+
+// syncPath flushes the file or directory at path to disk.
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("pgserver: %w", err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("pgserver: password for initdb: %w", err)
+		return fmt.Errorf("pgserver: sync %s: %w", path, err)
 	}
-	return f.Name(), nil
+	return nil
 }
 
 // fixOwner hands dir's tree to the server user when we are root and it

@@ -30,6 +30,12 @@
 // stale pid file and recovers from the WAL. A pid file whose PID now belongs
 // to another process is removed, as postgres would refuse to start over it.
 //
+// initdb gets the same parent-death signal, and makes a new cluster in a
+// work directory beside the cluster directory (".<name>.initdb", under the
+// lock ".<name>.initdb.lock"); the cluster is renamed into place, with its
+// password, only when complete. A start killed halfway leaves no cluster,
+// and the next start removes its work directory.
+//
 // The server's output goes to log/postgres.log in the cluster directory; a
 // failed start returns its tail.
 package pgserver

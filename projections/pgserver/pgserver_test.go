@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -151,8 +152,8 @@ func TestNewClusterAsksForThePasswordFromTheStart(t *testing.T) {
 		}
 	})
 	onlyWithThePassword(t, s)
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".astro-initdb-password-*")); len(left) > 0 {
-		t.Errorf("initdb's copy of the password left: %v", left)
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(dir), ".data.initdb")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("initdb's work dir, with its copy of the password, left: %v", err)
 	}
 }
 
@@ -246,6 +247,95 @@ func TestCancelledInitdbLeavesNoCluster(t *testing.T) {
 		t.Fatal("Start succeeded despite the cancelled context")
 	}
 	mustExec(t, start(t, dir), "select 1")
+}
+
+// childBinEnv makes the test binary act as the program that
+// TestKilledInitdb kills: it starts a server on the data dir named by
+// childDirEnv with the initdb in the named bin dir.
+const childBinEnv = "PGSERVER_TEST_CHILD_BIN"
+
+// A start killed with its initdb (a power loss, or a kill of the process
+// group) leaves a half-made cluster with PG_VERSION, which the next start
+// must not take for a real one. And initdb does not outlive its killed
+// parent, as postgres does not: it would write on under the next start.
+func TestKilledInitdb(t *testing.T) {
+	if bin := os.Getenv(childBinEnv); bin != "" {
+		_, err := Start(context.Background(), Config{DataDir: os.Getenv(childDirEnv), BinDir: bin, NoSync: true})
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	t.Parallel()
+	dir := newDataDir(t)
+	real, err := FindBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// This initdb begins the cluster as the real one does, with PG_VERSION,
+	// says so in initdb.pid, and then works on until it is stopped.
+	bin := filepath.Join(filepath.Dir(dir), "bin")
+	pidFile := filepath.Join(bin, "initdb.pid")
+	script := fmt.Sprintf("#!/bin/sh\nmkdir -p \"$2\" && echo 15 >\"$2/PG_VERSION\" && echo $$ >%[1]s.new && mv %[1]s.new %[1]s && exec sleep 30\n", pidFile)
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, 0o777); err != nil { // initdb may run as the server user
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "initdb"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(real, "postgres"), filepath.Join(bin, "postgres")); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledInitdb$")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, childBinEnv+"="+bin)
+	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var pid int
+	waitFor(t, 10*time.Second, func() error {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return fmt.Errorf("initdb did not start: %w", err)
+		}
+		_, err = fmt.Sscan(string(b), &pid)
+		return err
+	})
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	waitFor(t, 10*time.Second, func() error {
+		if alive(pid) {
+			return fmt.Errorf("initdb (pid %d) outlived its killed parent", pid)
+		}
+		return nil
+	})
+
+	s := start(t, dir)
+	mustExec(t, s, "create table kept (x int); insert into kept values (1)")
+	if got := count(t, s); got != 1 {
+		t.Errorf("%d rows, want 1", got)
+	}
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(dir), ".data.initdb")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the killed initdb's work dir is left: %v", err)
+	}
+}
+
+// alive reports whether pid is a process that has not exited; an orphan
+// may stay a zombie where nothing reaps it.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	return end < 0 || len(s) < end+3 || s[end+2] != 'Z' && s[end+2] != 'X'
 }
 
 func TestReuseRunning(t *testing.T) {
