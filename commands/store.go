@@ -296,7 +296,7 @@ func (s *Store[A]) ids(ctx context.Context, subject string) (map[string]events.E
 // another writer moved the log under the command: c is then caught up and
 // the command must be decided again.
 func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Event, appended, earlier *[]events.Event) (raced bool, err error) {
-	for _, e := range evs {
+	for i, e := range evs {
 		last, err := s.log.Append(ctx, c.key, c.seq, e)
 		if errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrAlreadyAppended) {
 			if _, err := s.current(ctx, c); err != nil {
@@ -313,6 +313,15 @@ func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Ev
 			// would name the same id again.
 			e.Seq = last
 			*earlier = append(*earlier, e)
+			if c.seq != last && i < len(evs)-1 {
+				// Another writer appended after it (a replicated stream
+				// checks the id before the expected sequence, so a retry
+				// whose ack was lost is told "duplicate" even then): the
+				// rest was decided on state that has moved on. Decide
+				// again, on state that holds this event.
+				s.cfg.Metrics.Retry()
+				return true, nil
+			}
 			continue
 		}
 		if err != nil {

@@ -205,3 +205,51 @@ func TestRetriedDeleteThatGotThroughIsNotNotFound(t *testing.T) {
 		}
 	}
 }
+
+// dupAfterOther is a log whose first overflow delete is stored, then
+// another instance writes to the same inbox, then the append answers
+// "duplicate": what a replicated (R3) stream answers a publish retried after
+// its ack was lost (nats-server checks Nats-Msg-Id before the expected
+// subject sequence on clustered streams).
+type dupAfterOther struct {
+	*natslog.Log
+	done  atomic.Bool
+	other func()
+}
+
+func (l *dupAfterOther) Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+	seq, err := l.Log.Append(ctx, subject, expected, e)
+	if err == nil && e.Type == (events.NotificationDeleted{}).EventType() && l.done.CompareAndSwap(false, true) {
+		l.other()
+		return seq, fmt.Errorf("append to %s: %w", subject, events.ErrAlreadyAppended)
+	}
+	return seq, err
+}
+
+// A send to a full inbox whose overflow delete got in, but was answered
+// "duplicate" after another instance's send to the same inbox (its ack
+// lost, then retried), decides the rest again: the cap holds.
+func TestDuplicateAfterAnotherWriterKeepsTheCap(t *testing.T) {
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	for i := range MaxPending {
+		f.send(t, "alice", fmt.Sprintf("n%d", i))
+	}
+	wl := &dupAfterOther{Log: f.log}
+	storeA, err := commands.NewStore(wl, f.log.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewHandlers(storeA, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl.other = func() { f.send(t, "alice", "sent on instance B meanwhile") }
+	if _, _, err := a.Send.Handle(ctx, Send{Caller: sender, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001",
+		NotificationType: "task.assigned", Subject: "s", Message: "sent on instance A"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(fold(t, f.history(t, "alice"))); got > MaxPending {
+		t.Fatalf("the log holds %d pending notifications for alice, over the cap of %d", got, MaxPending)
+	}
+}
