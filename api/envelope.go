@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"astro/commands"
+	"astro/query"
 )
 
 // Envelope is the body of every response (spec 2.1).
@@ -97,7 +98,11 @@ func writeOK(w http.ResponseWriter, data any) {
 // cause, and the request id lets the client quote it.
 func ErrorEnvelope(err error, requestID string) (int, Envelope) {
 	var e *commands.Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
+	case query.Unreachable(err):
+		e = &commands.Error{Code: commands.EUnavailable, Message: "The service is temporarily unavailable; try again.", Err: err}
+	default:
 		e = &commands.Error{Code: commands.EInternal, Err: err}
 	}
 	status := statusOf(e.Code)

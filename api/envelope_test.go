@@ -3,13 +3,19 @@ package api
 import (
 	"bytes"
 	"context"
+	"database/sql/driver"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lib/pq"
 )
 
 // TestWriteErrorOfAnEndedRequest: a client that went away is logged as
@@ -54,5 +60,28 @@ func TestWriteErrorOfAnEndedRequest(t *testing.T) {
 				t.Error("503 without Retry-After")
 			}
 		})
+	}
+}
+
+// A read model out of reach (PostgreSQL restarting, a failover, the
+// network) is a 503 a client retries; other failures stay 500.
+func TestErrorEnvelopeOfAnUnreachableDatabase(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"shutting down", fmt.Errorf("count notifications: %w", &pq.Error{Code: "57P03"}), http.StatusServiceUnavailable},
+		{"terminated by the administrator", &pq.Error{Code: "57P01"}, http.StatusServiceUnavailable},
+		{"connection failure", &pq.Error{Code: "08006"}, http.StatusServiceUnavailable},
+		{"too many connections", &pq.Error{Code: "53300"}, http.StatusServiceUnavailable},
+		{"bad connection", fmt.Errorf("list: %w", driver.ErrBadConn), http.StatusServiceUnavailable},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, http.StatusServiceUnavailable},
+		{"a unique violation", &pq.Error{Code: "23505"}, http.StatusInternalServerError},
+		{"a bug", errors.New("nil map"), http.StatusInternalServerError},
+	} {
+		if status, _ := ErrorEnvelope(c.err, "r1"); status != c.want {
+			t.Errorf("%s: %d, want %d", c.name, status, c.want)
+		}
 	}
 }
