@@ -243,7 +243,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		if lock == nil {
 			return nil // ctx ended while standing by
 		}
-		err = r.consume(ctx, lock)
+		watching, stopWatching := context.WithCancel(ctx)
+		err = r.consume(ctx, r.watchLock(watching, lock))
+		stopWatching()
 		release(lock)
 		r.setReady(false)
 		if ctx.Err() != nil {
@@ -268,6 +270,16 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 		if err == nil {
 			var got bool
 			if err = conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock(hashtext($1))`, key); err == nil && got {
+				// A writer cut off from the database (a network fault, a
+				// machine gone) resets nothing: PostgreSQL would keep its
+				// session, and the lock, until TCP gives up, hours later.
+				// The session ends once idle this long (watchLock pings it
+				// every second), and another instance takes over. Before
+				// PostgreSQL 14 the setting is unknown: the lock is kept as
+				// it was.
+				if _, err := conn.ExecContext(ctx, `SET idle_session_timeout = '`+lockIdle+`'`); err != nil {
+					r.cfg.Logger.Debug("projector lock: no idle_session_timeout", "err", err)
+				}
 				r.following.Store(false)
 				return conn, nil
 			}
@@ -351,7 +363,7 @@ func (r *Runner) setReady(ready bool) {
 // consume applies batches while lock is held. A batch that fails is rolled
 // back and tried again after a pause; the checkpoint never moves past an
 // event that was not applied.
-func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
+func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 	// One lookup, whose info check reads too: after a node is lost every
 	// request to the log may wait out requestTimeout.
 	stream, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return r.js.Stream(ctx, r.cfg.Stream) })
@@ -402,8 +414,6 @@ func (r *Runner) consume(ctx context.Context, lock *sqlx.Conn) error {
 	defer cc.Stop()
 	r.setReady(true)
 	r.cfg.Logger.Info("projector running", "from", pos+1)
-
-	lost := r.watchLock(ctx, lock)
 
 	// Redrives run here, between batches, from the instance that writes.
 	redrives := make(chan *nats.Msg, 4)
@@ -476,9 +486,18 @@ func (r *Runner) watchStall(silent *atomic.Int32, stalled chan<- error) jetstrea
 // a consumer this many times in a row: about 20 s, past a leader election.
 const maxSilentPulls = 10
 
-// watchLock pings the connection that holds the projector's lock: losing
-// the connection loses the lock, and the channel then says so, so that
-// the runner stops writing at once.
+// lockIdle is how long the session holding a projector's lock may go
+// without a word before PostgreSQL ends it, and lockPingTimeout how long
+// the writer waits for its ping: a writer that cannot reach the database
+// for that long stops writing, and another instance takes over.
+const (
+	lockIdle        = "15s"
+	lockPingTimeout = 10 * time.Second
+)
+
+// watchLock pings the connection that holds the projector's lock, from
+// the moment it is taken: losing the connection loses the lock, and the
+// channel then says so, so that the runner stops writing at once.
 func (r *Runner) watchLock(ctx context.Context, lock *sqlx.Conn) <-chan error {
 	lost := make(chan error, 1)
 	go func() {
@@ -488,7 +507,10 @@ func (r *Runner) watchLock(ctx context.Context, lock *sqlx.Conn) <-chan error {
 				return
 			case <-time.After(time.Second):
 			}
-			if err := lock.PingContext(ctx); err != nil && ctx.Err() == nil {
+			ping, cancel := context.WithTimeout(ctx, lockPingTimeout)
+			err := lock.PingContext(ping)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				lost <- fmt.Errorf("projector %s: lock connection lost: %w", r.p.Name(), err)
 				return
 			}

@@ -1,0 +1,125 @@
+package projections_test
+
+import (
+	"context"
+	"net"
+	neturl "net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"astro/projections"
+	"astro/projections/pgtest"
+)
+
+// blackhole forwards TCP to addr until cut, then drops every byte both
+// ways without closing anything: what a writer cut off from the database
+// by a network fault (or a machine that lost power) looks like to it.
+type blackhole struct {
+	ln    net.Listener
+	cut   atomic.Bool
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newBlackhole(t *testing.T, addr string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c, d)
+			b.mu.Unlock()
+			go b.pipe(c, d)
+			go b.pipe(d, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, c := range b.conns {
+			c.Close()
+		}
+	})
+	return b
+}
+
+func (b *blackhole) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			dst.Close()
+			return
+		}
+		if !b.cut.Load() {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// A writer cut off from the database without a reset (a network fault, a
+// machine that lost power) loses its lock within lockIdle, and the
+// standby takes over; PostgreSQL would otherwise keep the writer's session
+// and its lock until TCP gives up, hours later, and no read model moves.
+func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
+	f := newFixture(t)
+	url := pgtest.URL(t)
+	direct, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if err := projections.Migrate(context.Background(), direct); err != nil {
+		t.Fatal(err)
+	}
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bh := newBlackhole(t, u.Host)
+	u.Host = bh.ln.Addr().String()
+	proxied, err := sqlx.Open("postgres", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	writer, _ := start(t, f, proxied, notificationsProjector(t, proxied), 100)
+	caughtUp(t, writer, f.history(t, 5))
+	standby, stopStandby := start(t, f, direct, notificationsProjector(t, direct), 100)
+	defer stopStandby()
+	caughtUp(t, standby, f.history(t, 5))
+
+	bh.cut.Store(true) // the writer's link to the database is gone
+	cutAt := time.Now()
+	more := f.history(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = standby.WaitFor(ctx, more)
+	var holders int
+	_ = direct.Get(&holders, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted`)
+	if err != nil {
+		t.Fatalf("60 s after the writer lost its database link the standby (state %s) has not taken over: %v; advisory locks still granted: %d",
+			standby.State(), err, holders)
+	}
+	t.Logf("the standby took over after %v", time.Since(cutAt))
+}
