@@ -91,10 +91,6 @@ func (x *Eraser) User(ctx context.Context, by commands.Caller, user string) (Rec
 	if err != nil {
 		return Receipt{}, err
 	}
-	// The inbox's snapshot holds the ids and read dates of what it erased.
-	if err := x.snaps.Erase(ctx); err != nil {
-		return Receipt{}, err
-	}
 	return Receipt{ErasureID: res.ErasureID, Scope: "user", WorkspaceID: by.WorkspaceID, UserID: user, RequestedBy: by.UserID,
 		ErasedAt: x.now().UTC().Truncate(time.Microsecond), Notifications: res.Notifications, Inboxes: 1, Events: res.Events}, nil
 }

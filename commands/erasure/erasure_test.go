@@ -313,3 +313,50 @@ func TestUserErasureDropsTheInboxSnapshot(t *testing.T) {
 		t.Fatalf("after the erasure the inbox's snapshot is at %d (%v), want none", seq, err)
 	}
 }
+
+// A user's erasure cut short right after its event: finishing it (the
+// compactor's pass) drops the inbox's snapshot too, before the ledger
+// forgets the erasure.
+func TestUserErasureCutShortDropsTheInboxSnapshot(t *testing.T) {
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, SnapshotEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := notifications.NewHandlers(store, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := commands.Caller{WorkspaceID: "w1", UserID: "svc", Scopes: []string{notifications.ScopeSend}}
+	for range 4 {
+		if _, _, err := h.Send.Handle(ctx, notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Message: "m"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := notifications.SnapshotName + "." + events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
+	if seq, _, err := l.Snapshots().Load(ctx, key); err != nil || seq == 0 {
+		t.Fatalf("no snapshot to erase: seq %d, %v", seq, err)
+	}
+	request, deadline := context.WithCancel(ctx)
+	cut := eraserOn(t, cutAfter{Log: l, typ: (events.InboxErased{}).EventType(), deadline: deadline}, l)
+	if _, err := cut.User(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}, "alice"); err == nil {
+		t.Fatal("the erasure was not cut short")
+	}
+	comp, err := notifications.NewCompactor(store, l, l, l.Pending(), time.Now, notifications.CompactorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := comp.FinishAll(ctx, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := l.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+		t.Fatalf("the ledger after finishing: %v %v, want it empty", left, err)
+	}
+	if seq, _, err := l.Snapshots().Load(ctx, key); err != nil || seq != 0 {
+		t.Fatalf("after the finished erasure the inbox's snapshot is at %d (%v), want none", seq, err)
+	}
+}

@@ -40,6 +40,9 @@ type Eraser interface {
 	// EraseParked erases the parked copies of events on subjects matching
 	// filter.
 	EraseParked(ctx context.Context, filter string) (int, error)
+	// EraseSnapshots removes every aggregate's snapshot for good: an
+	// inbox's holds the ids and read dates of what an erasure removes.
+	EraseSnapshots(ctx context.Context) error
 }
 
 // History reads an inbox's whole history at once.
@@ -196,7 +199,7 @@ func (c *Compactor) compact(ctx context.Context, workspace, recipient string) (C
 		return out, err
 	}
 	out.Overwrote = turnover <= 0 || turnover > c.cfg.EraseWithin/4
-	if out.Erased, err = c.finish(ctx, subject, out.Seq, out.Overwrote); err != nil {
+	if out.Erased, err = c.finish(ctx, subject, out.Seq, out.Overwrote, false); err != nil {
 		return out, err
 	}
 	return out, nil
@@ -246,21 +249,26 @@ func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient str
 	if out.Seq == 0 {
 		return Erased{}, fmt.Errorf("erase %s: the erasure's event is neither appended nor in the log", subject)
 	}
-	if out.Events, err = c.finish(ctx, subject, out.Seq, true); err != nil {
+	if out.Events, err = c.finish(ctx, subject, out.Seq, true, true); err != nil {
 		return out, err
 	}
 	return out, nil
 }
 
 // finish erases every event of subject before cut, and its parked copies,
-// and closes the ledger's entry.
-func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, overwrite bool) (int, error) {
+// and for an erasure the snapshots, and closes the ledger's entry.
+func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, overwrite, erasure bool) (int, error) {
 	n, err := c.erase.EraseBefore(ctx, subject, cut, overwrite)
 	if err != nil {
 		return n, err
 	}
 	if _, err := c.erase.EraseParked(ctx, subject); err != nil {
 		return n, err
+	}
+	if erasure {
+		if err := c.erase.EraseSnapshots(ctx); err != nil {
+			return n, err
+		}
 	}
 	return n, c.ledger.Done(ctx, subject)
 }
@@ -274,11 +282,11 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 	defer c.lock(subject).Unlock()
 	var cut, first uint64
 	var compaction string
-	incomplete := false
+	incomplete, erased := false, false
 	err := c.log.ReadAll(ctx, subject, func(e events.Event) error {
 		switch e.Type {
 		case events.InboxErased{}.EventType():
-			cut, incomplete = e.Seq, false
+			cut, incomplete, erased = e.Seq, false, true
 		case events.InboxCompacted{}.EventType():
 			p, err := events.Decode(e)
 			if err != nil {
@@ -309,14 +317,19 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 				return fmt.Errorf("finish erasure of %s: %w", subject, err)
 			}
 		}
-		_, err = c.compact(ctx, ws, a.ID)
-		return err
+		if _, err := c.compact(ctx, ws, a.ID); err != nil {
+			return err
+		}
+		if erased {
+			return c.erase.EraseSnapshots(ctx)
+		}
+		return nil
 	}
 	if cut == 0 {
 		return c.ledger.Done(ctx, subject)
 	}
 	// Finishing is rare (after a crash): overwrite, whatever the turnover.
-	_, err = c.finish(ctx, subject, cut, true)
+	_, err = c.finish(ctx, subject, cut, true, erased)
 	return err
 }
 

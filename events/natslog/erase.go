@@ -218,6 +218,9 @@ func (s Snapshots) Erase(ctx context.Context) error {
 	return nil
 }
 
+// EraseSnapshots implements notifications.Eraser: see Snapshots.Erase.
+func (l *Log) EraseSnapshots(ctx context.Context) error { return l.Snapshots().Erase(ctx) }
+
 // Pending is the ledger of erasures begun and not yet finished: a key is
 // written before an erasure's first step and removed after its last, so
 // the keys left after a crash name exactly the work to finish.
