@@ -285,6 +285,7 @@ func checkLog(ws string, log []events.Event, cmds []*command, compacted bool) *v
 // readModelTables are the tables the projectors own, with their keys.
 var readModelTables = []struct{ name, order string }{
 	{"notifications", "workspace_id, recipient_id, id"},
+	{"notification_counts", "workspace_id, recipient_id"}, // behind unreadcount, count and the badge
 	{"holidays", "workspace_id, id"},
 	{"resources", "workspace_id, id"},
 }
