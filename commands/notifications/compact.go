@@ -9,7 +9,6 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"astro/commands"
@@ -96,7 +95,7 @@ type Compactor struct {
 	// beside an erasure of the same inbox, could take what the erasure
 	// has yet to overwrite, and leave its bytes in the files.
 	seed  maphash.Seed
-	locks [64]sync.Mutex
+	locks [64]chan struct{} // a token each: taken with a deadline
 }
 
 // NewCompactor returns a Compactor working on the inboxes of store, which
@@ -114,14 +113,24 @@ func NewCompactor(store *Inboxes, log Log, erase Eraser, ledger Ledger, now func
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Compactor{inboxes: store, log: log, erase: erase, ledger: ledger, now: now, cfg: cfg, seed: maphash.MakeSeed()}, nil
+	c := &Compactor{inboxes: store, log: log, erase: erase, ledger: ledger, now: now, cfg: cfg, seed: maphash.MakeSeed()}
+	for i := range c.locks {
+		c.locks[i] = make(chan struct{}, 1)
+	}
+	return c, nil
 }
 
-// lock takes the inbox on subject for one operation; the caller unlocks.
-func (c *Compactor) lock(subject string) *sync.Mutex {
-	l := &c.locks[maphash.String(c.seed, subject)%uint64(len(c.locks))]
-	l.Lock()
-	return l
+// lock takes the inbox on subject for one operation, waiting no longer
+// than ctx allows: a request's erasure that meets a long compaction
+// gives up at its deadline. The caller calls unlock.
+func (c *Compactor) lock(ctx context.Context, subject string) (unlock func(), err error) {
+	l := c.locks[maphash.String(c.seed, subject)%uint64(len(c.locks))]
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for %s: %w", subject, ctx.Err())
+	}
 }
 
 // compactorActor is the actor of the events compaction appends: no
@@ -139,7 +148,11 @@ type Compacted struct {
 
 // Compact compacts the inbox of recipient in workspace.
 func (c *Compactor) Compact(ctx context.Context, workspace, recipient string) (Compacted, error) {
-	defer c.lock(events.Subject(workspace, events.Aggregate{Kind: events.KindInbox, ID: recipient})).Unlock()
+	unlock, err := c.lock(ctx, events.Subject(workspace, events.Aggregate{Kind: events.KindInbox, ID: recipient}))
+	if err != nil {
+		return Compacted{}, err
+	}
+	defer unlock()
 	return c.compact(ctx, workspace, recipient)
 }
 
@@ -222,7 +235,11 @@ func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient str
 	}
 	agg := events.Aggregate{Kind: events.KindInbox, ID: recipient}
 	subject := events.Subject(by.WorkspaceID, agg)
-	defer c.lock(subject).Unlock()
+	unlock, err := c.lock(ctx, subject)
+	if err != nil {
+		return Erased{}, err
+	}
+	defer unlock()
 	if err := c.ledger.Begin(ctx, subject); err != nil {
 		return Erased{}, err
 	}
@@ -279,11 +296,15 @@ func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, over
 // again: its first part restarted the inbox's count of events, so an idle
 // inbox would never be due again, and what it was to erase would stay.
 func (c *Compactor) Finish(ctx context.Context, subject string) error {
-	defer c.lock(subject).Unlock()
+	unlock, err := c.lock(ctx, subject)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var cut, first uint64
 	var compaction string
 	incomplete, erased := false, false
-	err := c.log.ReadAll(ctx, subject, func(e events.Event) error {
+	err = c.log.ReadAll(ctx, subject, func(e events.Event) error {
 		switch e.Type {
 		case events.InboxErased{}.EventType():
 			cut, incomplete, erased = e.Seq, false, true

@@ -2,6 +2,7 @@ package notifications
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -765,5 +766,42 @@ func TestErasureDuringACompactionOfTheSameInbox(t *testing.T) {
 		if files := natstest.FilesWith(t, f.dir, fmt.Sprintf("SECRET-%d", i)); len(files) != 0 {
 			t.Errorf("SECRET-%d is still in %v", i, files)
 		}
+	}
+}
+
+// An erasure whose request ends while a compaction of the same inbox is
+// under way gives up at once, with its request's error: it does not wait
+// for the compaction past its deadline.
+func TestErasureWaitingForACompactionKeepsItsDeadline(t *testing.T) {
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	f.send(t, "alice", "m")
+	compacting, finish := make(chan struct{}), make(chan struct{})
+	held := &beforeErase{Log: f.log, before: func() { close(compacting); <-finish }}
+	comp, err := NewCompactor(f.store, f.log, held, f.log.Pending(), time.Now, CompactorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted := make(chan error, 1)
+	go func() { _, err := comp.Compact(ctx, "w1", "alice"); compacted <- err }()
+	<-compacting
+	request, cancel := context.WithCancel(ctx)
+	cancel() // its deadline has passed
+	erased := make(chan error, 1)
+	go func() {
+		_, err := comp.Erase(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo"}, "alice")
+		erased <- err
+	}()
+	select {
+	case err := <-erased:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the erasure: %v, want its request's end", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the erasure waited for the compaction past its request's end")
+	}
+	close(finish)
+	if err := <-compacted; err != nil {
+		t.Fatal(err)
 	}
 }
