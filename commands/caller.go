@@ -120,7 +120,7 @@ func Earlier[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.A
 		return events.Event{}, false, nil
 	}
 	// The attempt that appended it may have failed its fsync.
-	if err := s.log.Durable(ctx); err != nil {
+	if err := s.log.Durable(ctx, subject, e.Seq); err != nil {
 		return events.Event{}, false, unavailable(err)
 	}
 	return e, true, nil

@@ -27,9 +27,9 @@ type Log interface {
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
 	// LastSeq is the sequence of the last event on subject, 0 if none.
 	LastSeq(ctx context.Context, subject string) (uint64, error)
-	// Durable returns once every event the log has acknowledged is as
-	// durable as an append's answer promises.
-	Durable(ctx context.Context) error
+	// Durable returns once the events of subject up to sequence seq are
+	// as durable as an append's answer promises.
+	Durable(ctx context.Context, subject string, seq uint64) error
 }
 
 // Snapshots stores aggregate state at a sequence, so loading an aggregate
@@ -245,7 +245,7 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 				// The answer rests on events an earlier attempt appended
 				// (or another request, not answered yet), whose fsync may
 				// have failed: it promises what an append's would.
-				if derr := s.log.Durable(ctx); derr != nil {
+				if derr := s.log.Durable(ctx, c.key, c.seq); derr != nil {
 					return Result{}, unavailable(derr)
 				}
 			}

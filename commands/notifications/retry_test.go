@@ -110,11 +110,14 @@ func TestRetriedSendThatGotThroughDeletesNothing(t *testing.T) {
 // append got into the log but whose fsync failed answers an error; doing
 // it again finds the event there and appends nothing. That second answer
 // may not say done while the event may still be lost: it waits for an
-// fsync of its own, and fails with it.
+// fsync of its own, and fails with it. Once one has covered the event, a
+// repeat waits for none.
 func TestRepeatAfterAFailedSyncIsNotAnsweredUnsynced(t *testing.T) {
 	srv := natstest.ServerWith(t, natsserver.Config{SyncAlways: true})
 	var failing atomic.Bool
+	var syncs atomic.Int32
 	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, srv), natslog.Config{Sync: func(ctx context.Context) error {
+		syncs.Add(1)
 		if failing.Load() {
 			return errors.New("EIO")
 		}
@@ -162,6 +165,12 @@ func TestRepeatAfterAFailedSyncIsNotAnsweredUnsynced(t *testing.T) {
 			failing.Store(false)
 			if err := c.do(true); err != nil {
 				t.Fatalf("again, the fsync working: %v", err)
+			}
+			// Once an fsync has covered the event, doing it again waits
+			// for none.
+			syncs.Store(0)
+			if err := c.do(true); err != nil || syncs.Load() != 0 {
+				t.Fatalf("once more: %v, with %d fsyncs, want none", err, syncs.Load())
 			}
 		})
 	}

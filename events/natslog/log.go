@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -138,6 +139,8 @@ type Log struct {
 	snapsSt jetstream.Stream // the bucket's stream, for erasing
 	pending jetstream.KeyValue
 	last    *rounds.Group[uint64] // LastSeq's direct gets, shared by concurrent callers
+
+	syncedHistory, syncedInboxes atomic.Uint64 // see synced
 }
 
 func newLog(cfg Config, nc *nats.Conn, js jetstream.JetStream) *Log {
@@ -356,15 +359,37 @@ func subjectKind(subject string) string {
 }
 
 // Durable implements commands.Log: with Config.Sync, one fsync that
-// begins now; without, acknowledged is as durable as it gets.
-func (l *Log) Durable(ctx context.Context) error {
-	if l.cfg.Sync == nil {
+// begins now, unless one that began after seq was in the log has ended;
+// without, acknowledged is as durable as it gets.
+func (l *Log) Durable(ctx context.Context, subject string, seq uint64) error {
+	if l.cfg.Sync == nil || seq <= l.synced(subject).Load() {
 		return nil
 	}
 	if err := l.cfg.Sync(ctx); err != nil {
 		return fmt.Errorf("make durable: %w", err)
 	}
+	raise(l.synced(subject), seq)
 	return nil
+}
+
+// synced is how far an fsync is known to cover the stream of subject:
+// the store writes a stream's messages in order, so one that began after
+// a message was acknowledged covers every message before it.
+func (l *Log) synced(subject string) *atomic.Uint64 {
+	if subjectKind(subject) == events.KindInbox {
+		return &l.syncedInboxes
+	}
+	return &l.syncedHistory
+}
+
+// raise sets v to seq unless it is already past it.
+func raise(v *atomic.Uint64, seq uint64) {
+	for {
+		cur := v.Load()
+		if cur >= seq || v.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // Append implements commands.Log: one event, since every prefix of a
@@ -384,6 +409,8 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, e eve
 		// have been answered yet.
 		if serr := l.cfg.Sync(ctx); serr != nil {
 			seq, err = 0, fmt.Errorf("append to %s: make durable: %w", subject, serr)
+		} else {
+			raise(l.synced(subject), seq)
 		}
 	}
 	l.cfg.Metrics.Appended(time.Since(start), err)
