@@ -25,6 +25,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -105,20 +106,22 @@ func run(url string, opts []nats.Option, since, name, filter string) error {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 	}
 	// The start position applies when the consumer is created; afterwards
-	// the server remembers where it is.
-	cons, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
-	if err != nil {
-		// The server refuses to move an existing consumer's start: it
-		// resumes where it stopped, if it consumes what was asked.
-		existing, gerr := js.Consumer(ctx, stream, name)
-		if gerr != nil {
+	// the server remembers where it is. An existing one with another
+	// filter is refused rather than changed: it would resume at its old
+	// position and skip what the new subjects held before it.
+	cons, err := js.Consumer(ctx, stream, name)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		if cons, err = js.CreateConsumer(ctx, stream, cfg); err != nil {
 			return err
 		}
-		if got := existing.CachedInfo().Config.FilterSubject; got != filter {
+	case err != nil:
+		return err
+	default:
+		if got := cons.CachedInfo().Config.FilterSubject; got != filter {
 			return fmt.Errorf("consumer %s already consumes %s, not %s: choose another -name, or delete it", name, got, filter)
 		}
-		fmt.Fprintf(os.Stderr, "consumer %s resumes where it stopped (%v)\n", name, err)
-		cons = existing
+		fmt.Fprintf(os.Stderr, "consumer %s resumes where it stopped\n", name)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		meta, _ := m.Metadata()
