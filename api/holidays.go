@@ -279,10 +279,12 @@ func parseDateTime(s string) (time.Time, bool) {
 	return t, err == nil
 }
 
-// holidayDetail is the holiday a write decided, as a read would show it.
+// holidayDetail is the holiday a write decided, as a read would show it:
+// a people holiday's resources as the read model holds them, in today's
+// forms also when an older Astro created it (events.NormalResourceIDs).
 func holidayDetail(id string, h holidays.Holiday, scope query.Scope) query.HolidayDetailDto {
 	d := query.HolidayDetailDto{ID: id, Reason: h.Reason, Type: h.Type, CountryID: []string{},
-		Resources: scope.Applies(h.Type, h.CountryIDs, h.ResourceIDs)}
+		Resources: scope.Applies(h.Type, h.CountryIDs, events.NormalResourceIDs(h.ResourceIDs))}
 	if h.DateFrom != "" {
 		d.DateFrom = &h.DateFrom
 	}

@@ -59,14 +59,14 @@ func (r SendRequest) Command(c commands.Caller) (notifications.Send, error) {
 
 // nameData returns data (a send's, already held to the body rules) with
 // NotificationDataDto's field names in their own case, as the body's are
-// read in any case, and its uuid fields as UUIDs: a UUID lower-cased, any
-// other string and any integer named by their UUID (42 by that of "42", so
-// an id the caller has as a number or as text is the same id). What it
-// cannot name (another type, an unacceptable string) is left for the
-// command to refuse, and so is any data that is no object. Data that
-// needs no change is returned as it came; otherwise the other members'
-// values are kept byte for byte, in their order, and only the keys are
-// written anew (as the same strings) and the spaces between members go.
+// read in any case, and its uuid fields as UUIDs: named by
+// events.DataUUID, the rule events.NormalData applies to what an older
+// Astro stored. What it cannot name (another type, an unacceptable
+// string) is left for the command to refuse, and so is any data that is
+// no object. Data that needs no change is returned as it came; otherwise
+// the other members' values are kept byte for byte, in their order, and
+// only the keys are written anew (as the same strings) and the spaces
+// between members go.
 func nameData(data json.RawMessage) json.RawMessage {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -86,7 +86,7 @@ func nameData(data json.RawMessage) json.RawMessage {
 		if err := dec.Decode(&value); err != nil {
 			return data
 		}
-		if field, ok := notifications.DataFieldName(name); ok {
+		if field, ok := events.DataFieldName(name); ok {
 			if seen[field] {
 				return data // one field twice: the command refuses the spelling it does not know
 			}
@@ -95,8 +95,8 @@ func nameData(data json.RawMessage) json.RawMessage {
 				name, changed = field, true
 			}
 		}
-		if notifications.DataFieldIsUUID(name) {
-			if named, ok := nameDataID(value); ok && !bytes.Equal(named, value) {
+		if isUUID, _ := events.DataField(name); isUUID {
+			if named, ok := events.DataUUID(value); ok && !bytes.Equal(named, value) {
 				value, changed = named, true
 			}
 		}
@@ -113,47 +113,6 @@ func nameData(data json.RawMessage) json.RawMessage {
 	}
 	out.WriteByte('}')
 	return out.Bytes()
-}
-
-// nameDataID is the UUID a uuid field of data stands for, as a JSON
-// string; ok is false for what it cannot name. null stays null.
-func nameDataID(value json.RawMessage) (json.RawMessage, bool) {
-	var name string
-	switch {
-	case string(value) == "null":
-		return value, true
-	case value[0] == '"':
-		if json.Unmarshal(value, &name) != nil {
-			return nil, false
-		}
-	case isJSONInteger(value):
-		name = string(value)
-	default:
-		return nil, false
-	}
-	id, ok := events.UUIDFor(name)
-	if !ok {
-		return nil, false
-	}
-	return json.RawMessage(`"` + id + `"`), true
-}
-
-// isJSONInteger reports whether a JSON number is written as an integer:
-// digits, perhaps a minus, no fraction and no exponent. 7.0 and 7e0 are
-// not: their text is no id anyone has.
-func isJSONInteger(n []byte) bool {
-	if len(n) > 0 && n[0] == '-' {
-		n = n[1:]
-	}
-	if len(n) == 0 {
-		return false
-	}
-	for _, c := range n {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // decodeObject decodes body, a JSON object, into dst; its errors are the

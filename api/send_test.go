@@ -134,14 +134,3 @@ func TestSendWorkspaceID(t *testing.T) {
 		}
 	}
 }
-
-func TestIsJSONInteger(t *testing.T) {
-	for n, want := range map[string]bool{
-		"0": true, "7": true, "-7": true, "12345678901234567890123": true,
-		"": false, "-": false, "7.0": false, "7e0": false, "1E3": false, "-0.5": false, `"7"`: false,
-	} {
-		if got := isJSONInteger([]byte(n)); got != want {
-			t.Errorf("isJSONInteger(%q) = %v, want %v", n, got, want)
-		}
-	}
-}

@@ -453,7 +453,9 @@ func changeOf(e events.Event, in *notifications.Inbox) (StreamChangeDto, error) 
 	d := StreamChangeDto{UnreadCount: in.Unread(), TotalCount: in.Len()}
 	switch p := p.(type) {
 	case *events.NotificationSent:
-		n := SentDto(*p)
+		// As the list serves it: in today's forms, also when an older
+		// Astro wrote it (events.NotificationSent.Normal).
+		n := SentDto(p.Normal())
 		d.Change, d.NotificationIDs, d.Notification = "sent", []string{p.NotificationID}, &n
 	case *events.NotificationRead:
 		at := p.ReadDate.UTC()

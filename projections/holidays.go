@@ -48,8 +48,9 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 // Name implements Projector.
 func (*Holidays) Name() string { return "holidays" }
 
-// Version implements Model.
-func (*Holidays) Version() int { return 1 }
+// Version implements Model. 2: resource ids an older Astro stored as
+// names ("res-000") are stored as their name-based UUIDs.
+func (*Holidays) Version() int { return 2 }
 
 // Tables implements Model: a batch writes holidays first, resources last.
 func (*Holidays) Tables() []string { return []string{"holidays", "resources"} }
@@ -135,12 +136,17 @@ func (p *Holidays) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) e
 			return err
 		}
 		ws, seq := e.WorkspaceID, int64(e.Seq)
+		// Resource ids are stored as today's Astro names them, whatever
+		// an older one wrote (events.ResourceUpserted.Normal).
 		switch v := payload.(type) {
 		case *events.ResourceUpserted:
-			res.add(e, v)
+			if r, ok := v.Normal(); ok {
+				res.add(e, &r)
+			}
 		case *events.HolidayCreated:
-			_, err = tx.StmtxContext(ctx, p.create).ExecContext(ctx, ws, v.HolidayID, v.Reason, v.Type, v.DateFrom, v.DateTo,
-				pq.Array(orEmpty(v.CountryIDs)), pq.Array(orEmpty(v.ResourceIDs)), seq)
+			h := v.Normal()
+			_, err = tx.StmtxContext(ctx, p.create).ExecContext(ctx, ws, h.HolidayID, h.Reason, h.Type, h.DateFrom, h.DateTo,
+				pq.Array(orEmpty(h.CountryIDs)), pq.Array(orEmpty(h.ResourceIDs)), seq)
 		case *events.HolidayRenamed:
 			renames.add(e, v)
 		case *events.WorkspaceErased:

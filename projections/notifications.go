@@ -76,8 +76,9 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 // Name implements Projector.
 func (*Notifications) Name() string { return "notifications" }
 
-// Version implements Model.
-func (*Notifications) Version() int { return 2 }
+// Version implements Model. 3: senders and data an older Astro stored
+// as they came ("bob", {"taskId":42}) are stored in today's forms.
+func (*Notifications) Version() int { return 3 }
 
 // Tables implements Model: a batch writes notifications first.
 func (*Notifications) Tables() []string { return []string{"notifications", "notification_counts"} }
@@ -156,6 +157,10 @@ func (b *batch) add(ctx context.Context, e events.Event, payload events.Payload)
 	}
 	switch v := payload.(type) {
 	case *events.NotificationSent:
+		// Content is stored as today's Astro would have stored it, whatever
+		// an older one wrote (events.NotificationSent.Normal).
+		n := v.Normal()
+		v = &n
 		b.count(ws, v.RecipientID, e)
 		push(ws, v.RecipientID, v.NotificationID, v.SenderID, v.NotificationType, v.Subject, v.Message, v.CreateDate.Format(time.RFC3339Nano))
 		b.data = append(b.data, sql.NullString{String: string(v.Data), Valid: len(v.Data) > 0})
@@ -197,7 +202,8 @@ func (b *batch) add(ctx context.Context, e events.Event, payload events.Payload)
 		d.unread -= unread
 		return nil
 	case *events.InboxCompacted:
-		return b.restate(ctx, ws, e.Seq, e.Time, v)
+		n := v.Normal()
+		return b.restate(ctx, ws, e.Seq, e.Time, &n)
 	case *events.InboxErased:
 		return b.erase(ctx, ws, e.Aggregate.ID)
 	}

@@ -197,9 +197,10 @@ func NewHolidays(ctx context.Context, db *sqlx.DB, config ...HolidaysConfig) (*H
 			order:   `x.day ASC, x.id ASC, x.resource_id ASC`,
 			schema: with(odata.Schema{
 				// A resource its upstream service names otherwise
-				// ('res-000') is stored as that name's UUID; one stored
-				// before resource ids were UUIDs, as the name itself.
-				// 'res-000' finds either, as does its UUID in any case.
+				// ('res-000') is stored as that name's UUID, also one an
+				// older Astro logged as the name itself (the projector
+				// names it: events.ResourceUpserted.Normal). 'res-000'
+				// finds it, as does its UUID in any case.
 				"resourceId": {Column: "x.resource_id", Kind: odata.String, Literal: events.UpstreamID},
 			}),
 		},

@@ -34,6 +34,20 @@ const (
 	hD  = "a0000000-0000-4000-8000-000000000001" // country DE and FR of workspace ws4, 2027-01-01
 )
 
+// Resource ids, UUIDs as the projector stores them (an older Astro's
+// names are TestLegacyIDsAreServedInTodaysForms's), ordered as their
+// names: r0 < r1 < ... < r9.
+const (
+	r0 = "00000000-0000-4000-8000-000000000000"
+	r1 = "00000000-0000-4000-8000-000000000001"
+	r2 = "00000000-0000-4000-8000-000000000002"
+	r3 = "00000000-0000-4000-8000-000000000003"
+	r4 = "00000000-0000-4000-8000-000000000004"
+	r5 = "00000000-0000-4000-8000-000000000005"
+	r9 = "00000000-0000-4000-8000-000000000009"
+	q1 = "0000000f-0000-4000-8000-000000000001" // of workspace ws2
+)
+
 // holidayEnv is a migrated database with the holidays projector and queries.
 type holidayEnv struct {
 	t   *testing.T
@@ -110,16 +124,16 @@ func (h *holidayEnv) fixture() []events.Event {
 	h.t.Helper()
 	return []events.Event{
 		h.event("ws1", events.HolidayCreated{HolidayID: hG, Reason: "New Year", Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-03"}),
-		h.event("ws1", resource("r1", "GB", true, false)),
-		h.event("ws1", resource("r2", "GB", true, true)), // guest
-		h.event("ws1", resource("r3", "FR", true, false)),
-		h.event("ws1", resource("r4", "GB", false, false)), // inactive
-		h.event("ws1", resource("r5", "DE", true, false)),
+		h.event("ws1", resource(r1, "GB", true, false)),
+		h.event("ws1", resource(r2, "GB", true, true)), // guest
+		h.event("ws1", resource(r3, "FR", true, false)),
+		h.event("ws1", resource(r4, "GB", false, false)), // inactive
+		h.event("ws1", resource(r5, "DE", true, false)),
 		h.event("ws1", events.HolidayCreated{HolidayID: hG2, Reason: "Bridge day", Type: events.HolidayGlobal, DateFrom: "2027-01-02", DateTo: "2027-01-02"}),
 		h.event("ws1", events.HolidayCreated{HolidayID: hC, Reason: "Bank holiday", Type: events.HolidayCountry, DateFrom: "2027-01-02", DateTo: "2027-01-03", CountryIDs: []string{"GB", "FR"}}),
-		h.event("ws1", events.HolidayCreated{HolidayID: hP, Reason: "Offsite", Type: events.HolidayPeople, DateFrom: "2027-01-05", DateTo: "2027-01-05", ResourceIDs: []string{"r9", "r1"}}),
+		h.event("ws1", events.HolidayCreated{HolidayID: hP, Reason: "Offsite", Type: events.HolidayPeople, DateFrom: "2027-01-05", DateTo: "2027-01-05", ResourceIDs: []string{r9, r1}}),
 		h.event("ws1", events.HolidayCreated{HolidayID: hN, Reason: "Someday", Type: events.HolidayGlobal}),
-		h.event("ws2", resource("q1", "GB", true, false)),
+		h.event("ws2", resource(q1, "GB", true, false)),
 		h.event("ws2", events.HolidayCreated{HolidayID: hX, Reason: "Elsewhere", Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01"}),
 		// DE is 276 and FR 250: by number the other way round.
 		h.event("ws4", events.HolidayCreated{HolidayID: hD, Reason: "Treaty day", Type: events.HolidayCountry, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{"DE", "FR"}}),
@@ -167,21 +181,21 @@ func TestHolidayGet(t *testing.T) {
 	}{
 		{name: "global covers active non-guests, sorted", ws: "ws1", id: hG, want: query.HolidayDetailDto{
 			ID: hG, Reason: "New Year", Type: "global", DateFrom: ptr("2027-01-01"), DateTo: ptr("2027-01-03"),
-			CountryID: []string{}, Resources: resourceDtos("r1", "r3", "r5")}},
+			CountryID: []string{}, Resources: resourceDtos(r1, r3, r5)}},
 		{name: "country covers its countries' active non-guests", ws: "ws1", id: hC, want: query.HolidayDetailDto{
 			ID: hC, Reason: "Bank holiday", Type: "country", DateFrom: ptr("2027-01-02"), DateTo: ptr("2027-01-03"),
-			CountryID: []string{"GB", "FR"}, Resources: resourceDtos("r1", "r3")}},
+			CountryID: []string{"GB", "FR"}, Resources: resourceDtos(r1, r3)}},
 		{name: "people keeps its resources as given", ws: "ws1", id: hP, want: query.HolidayDetailDto{
 			ID: hP, Reason: "Offsite", Type: "people", DateFrom: ptr("2027-01-05"), DateTo: ptr("2027-01-05"),
-			CountryID: []string{}, Resources: resourceDtos("r9", "r1")}},
+			CountryID: []string{}, Resources: resourceDtos(r9, r1)}},
 		{name: "no dates", ws: "ws1", id: hN, want: query.HolidayDetailDto{
-			ID: hN, Reason: "Someday", Type: "global", CountryID: []string{}, Resources: resourceDtos("r1", "r3", "r5")}},
+			ID: hN, Reason: "Someday", Type: "global", CountryID: []string{}, Resources: resourceDtos(r1, r3, r5)}},
 		{name: "upper-case id", ws: "ws1", id: strings.ToUpper(hG2), want: query.HolidayDetailDto{
 			ID: hG2, Reason: "Bridge day", Type: "global", DateFrom: ptr("2027-01-02"), DateTo: ptr("2027-01-02"),
-			CountryID: []string{}, Resources: resourceDtos("r1", "r3", "r5")}},
+			CountryID: []string{}, Resources: resourceDtos(r1, r3, r5)}},
 		{name: "other workspace's resources", ws: "ws2", id: hX, want: query.HolidayDetailDto{
 			ID: hX, Reason: "Elsewhere", Type: "global", DateFrom: ptr("2027-01-01"), DateTo: ptr("2027-01-01"),
-			CountryID: []string{}, Resources: resourceDtos("q1")}},
+			CountryID: []string{}, Resources: resourceDtos(q1)}},
 		{name: "another workspace's holiday", ws: "ws1", id: hX, wantErr: commands.ENotFound},
 		{name: "unknown id", ws: "ws1", id: "50000000-0000-4000-8000-000000000001", wantErr: commands.ENotFound},
 		{name: "not a uuid", ws: "ws1", id: "new-year", wantErr: commands.ENotFound},
@@ -219,24 +233,24 @@ func TestHolidayResourcesFollowResources(t *testing.T) {
 	h.apply(
 		h.event("ws1", events.HolidayCreated{HolidayID: hG, Reason: "All", Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01"}),
 		h.event("ws1", events.HolidayCreated{HolidayID: hC, Reason: "GB", Type: events.HolidayCountry, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{"GB"}}),
-		h.event("ws1", events.HolidayCreated{HolidayID: hP, Reason: "Some", Type: events.HolidayPeople, DateFrom: "2027-01-01", DateTo: "2027-01-01", ResourceIDs: []string{"r2"}}),
+		h.event("ws1", events.HolidayCreated{HolidayID: hP, Reason: "Some", Type: events.HolidayPeople, DateFrom: "2027-01-01", DateTo: "2027-01-01", ResourceIDs: []string{r2}}),
 	)
 	steps := []struct {
 		name                    string
 		upsert                  events.ResourceUpserted
 		global, country, people []string
 	}{
-		{"first resource", resource("r2", "GB", true, false), []string{"r2"}, []string{"r2"}, []string{"r2"}},
-		{"another country", resource("r1", "FR", true, false), []string{"r1", "r2"}, []string{"r2"}, []string{"r2"}},
-		{"moves into the country", resource("r1", "GB", true, false), []string{"r1", "r2"}, []string{"r1", "r2"}, []string{"r2"}},
-		{"becomes a guest", resource("r2", "GB", true, true), []string{"r1"}, []string{"r1"}, []string{"r2"}},
-		{"deactivated", resource("r1", "GB", false, false), []string{}, []string{}, []string{"r2"}},
-		{"reactivated, no longer a guest", resource("r2", "GB", true, false), []string{"r2"}, []string{"r2"}, []string{"r2"}},
-		{"another workspace's resource", events.ResourceUpserted{}, []string{"r2"}, []string{"r2"}, []string{"r2"}},
+		{"first resource", resource(r2, "GB", true, false), []string{r2}, []string{r2}, []string{r2}},
+		{"another country", resource(r1, "FR", true, false), []string{r1, r2}, []string{r2}, []string{r2}},
+		{"moves into the country", resource(r1, "GB", true, false), []string{r1, r2}, []string{r1, r2}, []string{r2}},
+		{"becomes a guest", resource(r2, "GB", true, true), []string{r1}, []string{r1}, []string{r2}},
+		{"deactivated", resource(r1, "GB", false, false), []string{}, []string{}, []string{r2}},
+		{"reactivated, no longer a guest", resource(r2, "GB", true, false), []string{r2}, []string{r2}, []string{r2}},
+		{"another workspace's resource", events.ResourceUpserted{}, []string{r2}, []string{r2}, []string{r2}},
 	}
 	for _, s := range steps {
 		if s.upsert.ResourceID == "" {
-			h.apply(h.event("ws2", resource("r0", "GB", true, false)))
+			h.apply(h.event("ws2", resource(r0, "GB", true, false)))
 		} else {
 			h.apply(h.event("ws1", s.upsert))
 		}
@@ -293,14 +307,14 @@ func TestHolidayApplyIsIdempotent(t *testing.T) {
 	}
 
 	// A batch may hold several upserts of one resource; the newest wins.
-	h.apply(h.event("ws1", resource("r1", "GB", false, false)), h.event("ws1", resource("r1", "GB", true, false)))
+	h.apply(h.event("ws1", resource(r1, "GB", false, false)), h.event("ws1", resource(r1, "GB", true, false)))
 	if got := snapshot(t, h); got != want {
 		t.Errorf("after two upserts of r1 in a batch:\n got %s\nwant %s", got, want)
 	}
 
 	// A replay of an older upsert does not undo a newer one.
 	h.apply(evs[1]) // r1, active
-	newer := h.event("ws1", resource("r1", "GB", false, false))
+	newer := h.event("ws1", resource(r1, "GB", false, false))
 	h.apply(newer)
 	gone := snapshot(t, h)
 	h.apply(evs[1])
@@ -400,20 +414,20 @@ func TestHolidayLists(t *testing.T) {
 		{"country: by countryId, the number, not the alpha-2 code", country, "ws4", query.ListOptions{},
 			[]c{{hD, "2027-01-01", 250, fr}, {hD, "2027-01-01", 276, "Germany"}}},
 
-		{"resource: one resource's days off, any type", resources, "ws1", query.ListOptions{Filter: "resourceId eq 'r1'"},
-			[]r{{hG, "2027-01-01", "r1"}, {hG, "2027-01-02", "r1"}, {hG2, "2027-01-02", "r1"}, {hC, "2027-01-02", "r1"},
-				{hG, "2027-01-03", "r1"}, {hC, "2027-01-03", "r1"}, {hP, "2027-01-05", "r1"}}},
+		{"resource: one resource's days off, any type", resources, "ws1", query.ListOptions{Filter: "resourceId eq '" + r1 + "'"},
+			[]r{{hG, "2027-01-01", r1}, {hG, "2027-01-02", r1}, {hG2, "2027-01-02", r1}, {hC, "2027-01-02", r1},
+				{hG, "2027-01-03", r1}, {hC, "2027-01-03", r1}, {hP, "2027-01-05", r1}}},
 		{"resource: people, assigned resources only", resources, "ws1", query.ListOptions{Filter: "date eq 2027-01-05"},
-			[]r{{hP, "2027-01-05", "r1"}, {hP, "2027-01-05", "r9"}}},
-		{"resource: inactive and guests have none", resources, "ws1", query.ListOptions{Filter: "resourceId eq 'r4' or resourceId eq 'r2'"}, []r{}},
+			[]r{{hP, "2027-01-05", r1}, {hP, "2027-01-05", r9}}},
+		{"resource: inactive and guests have none", resources, "ws1", query.ListOptions{Filter: "resourceId eq '" + r4 + "' or resourceId eq '" + r2 + "'"}, []r{}},
 		{"resource: top and skip", resources, "ws1", query.ListOptions{Filter: "date eq 2027-01-01", Top: "2", Skip: "1"},
-			[]r{{hG, "2027-01-01", "r3"}, {hG, "2027-01-01", "r5"}}},
+			[]r{{hG, "2027-01-01", r3}, {hG, "2027-01-01", r5}}},
 		{"resource: orderby resourceId desc", resources, "ws1", query.ListOptions{Filter: "date eq 2027-01-03", OrderBy: "resourceId desc"},
-			[]r{{hG, "2027-01-03", "r5"}, {hG, "2027-01-03", "r3"}, {hC, "2027-01-03", "r3"}, {hG, "2027-01-03", "r1"}, {hC, "2027-01-03", "r1"}}},
+			[]r{{hG, "2027-01-03", r5}, {hG, "2027-01-03", r3}, {hC, "2027-01-03", r3}, {hG, "2027-01-03", r1}, {hC, "2027-01-03", r1}}},
 		{"resource: user order first, then the default", resources, "ws1", query.ListOptions{Filter: "date ge 2027-01-02 and date le 2027-01-02", OrderBy: "id desc, resourceId"},
-			[]r{{hC, "2027-01-02", "r1"}, {hC, "2027-01-02", "r3"}, {hG2, "2027-01-02", "r1"}, {hG2, "2027-01-02", "r3"}, {hG2, "2027-01-02", "r5"},
-				{hG, "2027-01-02", "r1"}, {hG, "2027-01-02", "r3"}, {hG, "2027-01-02", "r5"}}},
-		{"resource: other workspace", resources, "ws2", query.ListOptions{}, []r{{hX, "2027-01-01", "q1"}}},
+			[]r{{hC, "2027-01-02", r1}, {hC, "2027-01-02", r3}, {hG2, "2027-01-02", r1}, {hG2, "2027-01-02", r3}, {hG2, "2027-01-02", r5},
+				{hG, "2027-01-02", r1}, {hG, "2027-01-02", r3}, {hG, "2027-01-02", r5}}},
+		{"resource: other workspace", resources, "ws2", query.ListOptions{}, []r{{hX, "2027-01-01", q1}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

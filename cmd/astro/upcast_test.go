@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -111,9 +112,18 @@ func TestUpcastHolidayCreatedV1(t *testing.T) {
 }
 
 // appendV1 appends a HolidayCreated v1 with data as the first event of
-// holiday id, encoded by natslog as every event is, with the expected
-// subject sequence 0 an append of a new aggregate carries.
+// holiday id.
 func appendV1(t *testing.T, s *service, id, data string) {
+	t.Helper()
+	appendAsWritten(t, s, "HolidayCreated", 1, events.Aggregate{Kind: events.KindHoliday, ID: id}, 0, data)
+}
+
+// appendAsWritten appends an event of type typ at version with data, as an
+// older Astro wrote it, to aggregate agg after its subject's sequence
+// after (0: as its first event), encoded by natslog as every event is with
+// the expected subject sequence an append carries. It returns the event's
+// position.
+func appendAsWritten(t *testing.T, s *service, typ string, version int, agg events.Aggregate, after uint64, data string) uint64 {
 	t.Helper()
 	nc := s.connectNATS()
 	js, err := jetstream.New(nc)
@@ -121,19 +131,21 @@ func appendV1(t *testing.T, s *service, id, data string) {
 		t.Fatal(err)
 	}
 	msg := natslog.Encode(events.Event{
-		ID: events.NewID(time.Now()), Type: "HolidayCreated", Version: 1, WorkspaceID: "w1",
-		Aggregate: events.Aggregate{Kind: events.KindHoliday, ID: id}, Time: time.Now().UTC(),
+		ID: events.NewID(time.Now()), Type: typ, Version: version, WorkspaceID: "w1",
+		Aggregate: agg, Time: time.Now().UTC(),
 		ActorID: "legacy-import", Integration: "astro-v1", Data: json.RawMessage(data),
 	})
-	if got := msg.Header.Get("ce-dataschema"); got != "urn:astro:events:HolidayCreated:v1" {
-		t.Fatalf("ce-dataschema %q", got)
+	if got, want := msg.Header.Get("ce-dataschema"), natslog.DataSchema(typ, version); got != want {
+		t.Fatalf("ce-dataschema %q, want %q", got, want)
 	}
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(after, 10))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return ack.Sequence
 }
 
 // waitForHoliday polls until the holiday's read model row exists.

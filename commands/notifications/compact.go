@@ -384,10 +384,14 @@ func (c *Compactor) FinishAll(ctx context.Context, begunBefore time.Time) error 
 // Delivered reads every notification the history of the inbox on subject
 // holds, deleted since or not, by id: its content and the position it was
 // delivered at (Seq), from its NotificationSent or from the compaction
-// that restates it. A compaction restates the pending ones from it.
+// that restates it. A compaction restates the pending ones from it. The
+// content is in today's forms (events.CompactedNotification.Normal): the
+// events it came from, which an older Astro may have written, leave the
+// log with the compaction, and what restates them is written now, as
+// today's Astro writes.
 func Delivered(ctx context.Context, log History, subject string) (map[events.UUID]events.CompactedNotification, error) {
 	content := map[events.UUID]events.CompactedNotification{}
-	err := eachDelivered(ctx, log, subject, nil, func(id events.UUID, n events.CompactedNotification) { content[id] = n })
+	err := eachDelivered(ctx, log, subject, nil, func(id events.UUID, n events.CompactedNotification) { content[id] = n.Normal() })
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,10 @@ func (h *Holidays) each(ctx context.Context, workspaceID, id string, after uint6
 // History returns a page of a holiday's history in log order: at most
 // limit entries (MaxPage when limit is 0) after log sequence after (0: from
 // the start). The next page is after the last entry's Sequence; a page
-// shorter than limit is the last.
+// shorter than limit is the last. Each entry's data has its ids as the
+// event recorded them: an audit reads what was written, so an older
+// Astro's "res-000" stays that here, where the holiday, its lists and AsOf
+// show its UUID (events.HolidayCreated.Normal).
 func (h *Holidays) History(ctx context.Context, workspaceID, id string, after uint64, limit int) ([]HolidayEvent, error) {
 	if limit <= 0 || limit > MaxPage {
 		limit = MaxPage
@@ -144,6 +147,10 @@ func (h *Holidays) AsOf(ctx context.Context, workspaceID, id string, at time.Tim
 	if created == nil {
 		return query.HolidayDetailDto{}, commands.Errorf(commands.ENotFound, "The holiday did not exist at that time.")
 	}
+	// The holiday as the read model would have held it then: resource ids
+	// in today's forms, whatever an older Astro wrote.
+	normal := created.Normal()
+	created = &normal
 	dto := query.HolidayDetailDto{
 		ID: id, Reason: reason, Type: created.Type, DateFrom: &created.DateFrom, DateTo: &created.DateTo,
 		CountryID: append([]string{}, created.CountryIDs...), Resources: []query.HolidayResourceDto{},
@@ -178,7 +185,11 @@ func (h *Holidays) resourcesAt(ctx context.Context, workspaceID string, at time.
 			return err
 		}
 		if r, ok := p.(*events.ResourceUpserted); ok {
-			latest[r.ResourceID] = r
+			// "res-000" of an older Astro and its UUID are one resource,
+			// the later upsert its state; one that names no UUID is none.
+			if n, ok := r.Normal(); ok {
+				latest[n.ResourceID] = &n
+			}
 		}
 		return nil
 	})
