@@ -88,9 +88,12 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 			err = claim.Finish(finish, rec.status, rec.body.Bytes(), position)
 		}
 		// A claim left pending holds the key's retries until it goes
-		// stale, so a passing failure (a leader election) is retried.
-		if err == nil || errors.Is(err, idempotency.ErrFull) || errors.Is(err, idempotency.ErrTooLarge) || finish.Err() != nil {
-			break // the key was given up, or kept without its answer: nothing to retry
+		// stale, so a passing failure (a leader election) is retried. A
+		// revision that moved is no passing failure: another instance took
+		// the claim over, and no retry can write this answer over its.
+		if err == nil || errors.Is(err, idempotency.ErrFull) || errors.Is(err, idempotency.ErrTooLarge) ||
+			errors.Is(err, idempotency.ErrTakenOver) || finish.Err() != nil {
+			break // the key was given up, kept without its answer, or is another's: nothing to retry
 		}
 		select {
 		case <-finish.Done():

@@ -54,3 +54,44 @@ func TestIdempotentWriteOutOfTime(t *testing.T) {
 		t.Fatalf("a keyed write past its bound: HTTP %d, Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
 	}
 }
+
+// Once the claim has been taken over (here by an instance whose clock is
+// ahead), the first request's Finish can never succeed: it is not retried,
+// where it was until its 10 s bound, and the client's answer waited.
+func TestFinishOfAClaimTakenOverIsNotRetried(t *testing.T) {
+	js, err := jetstream.New(natstest.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.Open(t.Context(), js, idempotency.Config{Bucket: "IDEM_TAKEN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, err := idempotency.Open(t.Context(), js, idempotency.Config{Bucket: "IDEM_TAKEN", Now: func() time.Time { return time.Now().Add(20 * time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: Config{Idempotency: store, MaxBodyBytes: 1 << 10}, log: slog.New(slog.DiscardHandler), metrics: noMetrics{}, maxWrite: 10 * time.Second}
+	c := commands.Caller{WorkspaceID: "w1", UserID: "svc"}
+	var request string
+	h := func(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ commands.Caller) error {
+		// Another instance's retry of the same request takes the key over.
+		if _, _, err := ahead.Begin(r.Context(), idempotency.Key("w1", "svc", "k1"), request); err != nil {
+			t.Error(err)
+		}
+		writeOK(w, map[string]int{"n": 1})
+		return nil
+	}
+	r := httptest.NewRequestWithContext(context.Background(), "POST", "/api/data/notifications", strings.NewReader(`{}`))
+	request = idempotency.RequestHash("POST", r.URL.RequestURI(), []byte(`{}`), "", "")
+	w := httptest.NewRecorder()
+	start := time.Now()
+	if err := s.idempotent(w, r, nil, c, h, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("answered %d after %v", w.Code, took)
+	if took > 5*time.Second {
+		t.Errorf("the answer waited %v for a Finish that could never succeed", took)
+	}
+}

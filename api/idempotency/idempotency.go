@@ -128,7 +128,19 @@ var (
 	// executes again, finding what the request appended, and another
 	// request under the key is refused.
 	ErrTooLarge = errors.New("idempotent answer too large to keep")
+	// ErrTakenOver: the record moved under the claim, which another
+	// request took over (its claimant saw this one as abandoned); no retry
+	// can write this claim's outcome over it.
+	ErrTakenOver = errors.New("idempotency claim taken over")
 )
+
+// moved marks an update refused because the record's revision moved.
+func moved(err error) error {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("%w (%v)", ErrTakenOver, err)
+	}
+	return err
+}
 
 // MaxRecord bounds a record. An answer whose record would be larger is not
 // kept: one request must not take up to a megabyte of a bucket every
@@ -324,7 +336,7 @@ func (c *Claim) Finish(ctx context.Context, status int, body []byte, position ui
 			}
 			return fmt.Errorf("record idempotent answer: %w (%v)", ErrFull, err)
 		}
-		return fmt.Errorf("record idempotent answer: %w", err)
+		return fmt.Errorf("record idempotent answer: %w", moved(err))
 	}
 	return nil
 }
@@ -352,7 +364,7 @@ func (c *Claim) Unanswered(ctx context.Context) error {
 			}
 			return fmt.Errorf("record idempotent failure: %w (%v)", ErrFull, err)
 		}
-		return fmt.Errorf("record idempotent failure: %w", err)
+		return fmt.Errorf("record idempotent failure: %w", moved(err))
 	}
 	return nil
 }
@@ -362,7 +374,7 @@ func (c *Claim) Unanswered(ctx context.Context) error {
 func (c *Claim) Release(ctx context.Context) error {
 	err := c.store.kv.Delete(ctx, c.key, jetstream.LastRevision(c.rev))
 	if err != nil {
-		return fmt.Errorf("release idempotency key: %w", err)
+		return fmt.Errorf("release idempotency key: %w", moved(err))
 	}
 	return nil
 }
