@@ -339,6 +339,10 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		silent = math.MaxUint64
 	}
 
+	// shown is the counts the client has: those of its last event, or of
+	// the position it resumes from.
+	counts := func() StreamCountsDto { return StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()} }
+	shown := counts()
 	// apply folds e and sends it, unless it is already in or the client
 	// has it.
 	apply := func(e events.Event) error {
@@ -351,13 +355,25 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		}
 		applied = e.Seq
 		if e.Seq <= silent {
+			shown = counts()
 			return nil
 		}
 		switch e.Type {
 		case events.InboxCompacted{}.EventType():
-			return nil // it restates what the client has
+			// It restates what the client has, unless the stream missed an
+			// event the compaction erased before it came here (the hub
+			// behind, a reconnect racing the compaction): then the counts
+			// after its last part differ from the client's, and a snapshot
+			// sets them right.
+			if last, err := lastPart(e); err != nil || !last || counts() == shown {
+				return err
+			}
+			shown = counts()
+			sw.event("snapshot", e.Seq, shown)
+			return sw.err
 		case events.InboxErased{}.EventType():
-			sw.event("snapshot", e.Seq, StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()})
+			shown = counts()
+			sw.event("snapshot", e.Seq, shown)
 			return sw.err
 		}
 		change, err := changeOf(e, in)
@@ -365,6 +381,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 			s.log.Error("notification stream: event does not decode", "subject", subject, "seq", e.Seq, "err", err)
 			return err
 		}
+		shown = counts()
 		sw.event("notification", e.Seq, change)
 		return sw.err
 	}
@@ -376,7 +393,8 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	}
 	if snapshot {
 		silent = 0
-		sw.event("snapshot", applied, StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()})
+		shown = counts()
+		sw.event("snapshot", applied, shown)
 	}
 	if err := sw.flush(); err != nil {
 		return nil
@@ -445,6 +463,17 @@ func lastEventID(r *http.Request) (uint64, bool, error) {
 }
 
 // changeOf describes event e, already folded into in.
+// lastPart reports whether e, an InboxCompacted, is its compaction's last
+// part: the inbox is whole again only after it.
+func lastPart(e events.Event) (bool, error) {
+	p, err := events.Decode(e)
+	if err != nil {
+		return false, err
+	}
+	part, ok := p.(*events.InboxCompacted)
+	return ok && part.Part == part.Parts, nil
+}
+
 func changeOf(e events.Event, in *notifications.Inbox) (StreamChangeDto, error) {
 	p, err := events.Decode(e)
 	if err != nil {
