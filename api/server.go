@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
 	"go.opentelemetry.io/otel/attribute"
@@ -227,6 +228,30 @@ func (s *Server) routes() {
 }
 
 // ServeHTTP implements http.Handler.
+// spanMethod is r's method as a span names it: one HTTP defines, or
+// _OTHER, as OpenTelemetry's HTTP conventions say.
+func spanMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "_OTHER"
+}
+
+// clipPath is path cut to 256 bytes, at a character's start.
+func clipPath(path string) string {
+	const limit = 256
+	if len(path) <= limit {
+		return path
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(path[cut]) {
+		cut--
+	}
+	return path[:cut]
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Metrics == nil && s.cfg.Tracer == nil {
 		s.serve(w, r)
@@ -236,8 +261,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var span trace.Span
 	if s.cfg.Tracer != nil {
 		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span = s.cfg.Tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+		// The span lives until exported, and is made before any check: what
+		// the caller wrote goes in bounded.
+		method := spanMethod(r.Method)
+		ctx, span = s.cfg.Tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("url.path", clipPath(r.URL.Path))))
 		r = r.WithContext(ctx)
 	}
 	rec := s.recs.get(w, s.other)

@@ -55,7 +55,14 @@ func otlpTracerProvider(ctx context.Context) (*sdktrace.TracerProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace resource: %w", err)
 	}
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+	// A value a caller writes (a path can be a megabyte long) would stay in
+	// memory with its span until exported, up to 2,048 spans; bounded
+	// unless OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT says otherwise.
+	limits := sdktrace.NewSpanLimits()
+	if limits.AttributeValueLengthLimit < 0 {
+		limits.AttributeValueLengthLimit = 1024
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(limits)), nil
 }
 
 // tracerName names Astro's instrumentation scope.

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -86,6 +89,41 @@ func TestTracing(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the event is not in the log")
+	}
+
+	// What a caller writes goes into its span bounded: the span is made
+	// before any check, and lives until exported.
+	long := "/" + strings.Repeat("é", 50_000)
+	req, err := http.NewRequest("BREW", s.base+long, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, 10*time.Second, func() error {
+		for _, sp := range exp.GetSpans() {
+			for _, a := range sp.Attributes {
+				if a.Key == "url.path" && strings.HasPrefix(a.Value.AsString(), "/é") {
+					return nil
+				}
+			}
+		}
+		return errors.New("no span of the long path yet")
+	})
+	for _, sp := range exp.GetSpans() {
+		for _, a := range sp.Attributes {
+			if a.Key == "url.path" && len(a.Value.AsString()) > 256 {
+				t.Errorf("span %q holds a url.path of %d bytes", sp.Name, len(a.Value.AsString()))
+			} else if a.Key == "url.path" && !utf8.ValidString(a.Value.AsString()) {
+				t.Errorf("span %q holds a url.path cut inside a character", sp.Name)
+			}
+		}
+		if strings.Contains(sp.Name, "BREW") {
+			t.Errorf("a span is named after the caller's method: %q", sp.Name)
+		}
 	}
 }
 
