@@ -21,7 +21,9 @@ func (g *group) addLast(part func(context.Context) error) { g.last = append(g.la
 // run returns the first error of a part that stopped on its own; a part
 // that returns nil before shutdown is treated as a failure too, since every
 // part is meant to run until told otherwise. Such a failure stops every
-// part at once, the last ones too.
+// part at once, the last ones too. A part that fails to stop cleanly
+// (the HTTP server's grace ran out) is reported too, unless a failure
+// came first; being told to stop is no failure.
 func (g *group) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -36,12 +38,15 @@ func (g *group) run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			err := part(ctx)
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() == nil:
 				if err == nil {
 					err = errors.New("a part of the service stopped unexpectedly")
 				}
 				once.Do(func() { first = err })
 				cancelLast()
+			case err != nil && !errors.Is(err, context.Canceled):
+				once.Do(func() { first = err })
 			}
 			cancel()
 		}()

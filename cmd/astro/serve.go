@@ -179,7 +179,10 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("%s shutdown: %w", what, err)
+		// The grace ran out with requests still running: end them here,
+		// before the parts they use stop under them, and say so.
+		_ = srv.Close()
+		return fmt.Errorf("%s shutdown: requests still running after the %v grace were cut off: %w", what, grace, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,63 @@ func holdTable(t *testing.T, url, table string) (release func()) {
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A request still running when the shutdown's grace runs out (a read
+// waiting for its read model, held behind a lock) is cut off, before the
+// parts it uses stop under it, and run says so: it returned nil, with
+// nothing in the log, and the connection stayed open.
+func TestShutdownGraceRunningOutIsReported(t *testing.T) {
+	env, _ := serviceEnv(t, func(env map[string]string) { env["ASTRO_SHUTDOWN_GRACE"] = "1s" })
+	m := runAsMain(t, env)
+	m.waitListening()
+	s := &service{t: t, base: m.announced("astro: listening on "), env: env, client: http.DefaultClient}
+	svc, bob := sender(t, "w1"), token(t, "bob", "w1")
+	s.send(svc, "bob", "alice", "TaskAssigned")
+	if got := s.unread(bob); got != 1 {
+		t.Fatalf("unread %d, want 1", got)
+	}
+	holdTable(t, env["ASTRO_DATABASE_URL"], "notifications") // held past the grace
+	s.send(svc, "bob", "alice", "TaskAssigned")
+
+	read := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequest("GET", s.base+"/api/data/notifications/unreadcount", nil)
+		if err != nil {
+			read <- err
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+bob)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %d", resp.StatusCode)
+		}
+		read <- err
+	}()
+	waitFor(t, 10*time.Second, func() error {
+		if n := s.scrape(s.base+"/metrics").value("astro_projector_reads_waiting", "projector", "notifications"); n != 1 {
+			return fmt.Errorf("%v reads waiting for the notifications projector, want 1", n)
+		}
+		return nil
+	})
+
+	m.cancel()
+	select {
+	case err := <-m.done:
+		if err == nil || !strings.Contains(err.Error(), "grace") {
+			t.Errorf("run returned %v, want the grace that ran out", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the service did not stop")
+	}
+	select {
+	case err := <-read:
+		if !strings.Contains(fmt.Sprint(err), "EOF") {
+			t.Errorf("the read cut off: %v, want its connection closed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the read's connection stayed open after the stop")
 	}
 }
