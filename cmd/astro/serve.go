@@ -15,6 +15,12 @@ import (
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := newLogger(cfg, stderr)
 	s, err := start(ctx, cfg, log)
+	if err != nil && ctx.Err() != nil {
+		// Told to stop while starting (waiting for its log, say): the
+		// start's error would blame what it was waiting for.
+		log.Info("astro stopped while starting", "err", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
