@@ -56,46 +56,89 @@ func eraserOn(t *testing.T, l interface {
 	return x
 }
 
+// openLog is a log on a server of its own, storing in dir.
+func openLog(t *testing.T, dir string) *natslog.Log {
+	t.Helper()
+	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: dir})), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// appendTo appends p on agg of workspace w1, by alice, after the
+// subject's last event.
+func appendTo(t *testing.T, l *natslog.Log, agg events.Aggregate, p events.Payload) (subject string) {
+	t.Helper()
+	e, err := events.New(events.NewID(time.Now()), events.Meta{WorkspaceID: "w1", ActorID: "alice", Time: time.Now()}, agg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject = events.Subject("w1", agg)
+	last, err := l.LastSeq(t.Context(), subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(t.Context(), subject, last, e); err != nil {
+		t.Fatal(err)
+	}
+	return subject
+}
+
+// createHoliday appends a global holiday id of workspace w1 with reason.
+func createHoliday(t *testing.T, l *natslog.Log, id, reason string) (subject string) {
+	t.Helper()
+	return appendTo(t, l, events.Aggregate{Kind: events.KindHoliday, ID: id}, events.HolidayCreated{HolidayID: id, Reason: reason,
+		Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{}, ResourceIDs: []string{}})
+}
+
+// countEvents counts the events the log holds on subject.
+func countEvents(t *testing.T, l *natslog.Log, subject string) int {
+	t.Helper()
+	n := 0
+	if _, err := l.Read(t.Context(), subject, 0, func(events.Event) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// inboxWithSnapshot sends alice of workspace w1 four notifications
+// through a store that snapshots every two events, and returns the store
+// and the key of her inbox's snapshot, which it checks is there.
+func inboxWithSnapshot(t *testing.T, l *natslog.Log) (store *notifications.Inboxes, key string) {
+	t.Helper()
+	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, SnapshotEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := notifications.NewHandlers(store, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := commands.Caller{WorkspaceID: "w1", UserID: "svc", Scopes: []string{notifications.ScopeSend}}
+	for range 4 {
+		if _, _, err := h.Send.Handle(t.Context(), notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Message: "m"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key = notifications.SnapshotName + "." + events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
+	if seq, _, err := l.Snapshots().Load(t.Context(), key); err != nil || seq == 0 {
+		t.Fatalf("no snapshot to erase: seq %d, %v", seq, err)
+	}
+	return store, key
+}
+
 // A workspace erasure that its request's deadline cut short: its holidays
 // went first, and Run finishes the rest once it is abandoned, while the
 // service runs on (it waited for the next start).
 func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
-	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, t.TempDir())
 	ctx := t.Context()
-	holiday := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h1"})
-	appendTo := func(subject string, agg events.Aggregate, p events.Payload) {
-		t.Helper()
-		e, err := events.New(events.NewID(time.Now()), events.Meta{WorkspaceID: "w1", ActorID: "alice", Time: time.Now()}, agg, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := l.LastSeq(ctx, subject)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Append(ctx, subject, last, e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	appendTo(holiday, events.Aggregate{Kind: events.KindHoliday, ID: "h1"}, events.HolidayCreated{HolidayID: "h1", Reason: "SECRET-OFFSITE",
-		Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{}, ResourceIDs: []string{}})
+	holiday := createHoliday(t, l, "h1", "SECRET-OFFSITE")
 	for _, user := range []string{"alice", "bob"} {
-		agg := events.Aggregate{Kind: events.KindInbox, ID: user}
-		appendTo(events.Subject("w1", agg), agg, events.NotificationSent{NotificationID: events.NewID(time.Now()), RecipientID: user,
+		appendTo(t, l, events.Aggregate{Kind: events.KindInbox, ID: user}, events.NotificationSent{NotificationID: events.NewID(time.Now()), RecipientID: user,
 			SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "SECRET", CreateDate: time.Now().UTC()})
 	}
-	count := func(subject string) int {
-		t.Helper()
-		n := 0
-		if _, err := l.Read(ctx, subject, 0, func(events.Event) error { n++; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-
 	// The request: its deadline comes after the first inbox's erasure.
 	request, deadline := context.WithCancel(ctx)
 	cut := eraserOn(t, cutAfter{Log: l, typ: (events.InboxErased{}).EventType(), deadline: deadline}, l)
@@ -103,7 +146,7 @@ func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
 	if _, err := cut.Workspace(request, dpo); err == nil {
 		t.Fatal("the erasure was not cut short")
 	}
-	if n := count(holiday); n != 0 {
+	if n := countEvents(t, l, holiday); n != 0 {
 		t.Fatalf("the holiday's %d events outlived the erasure's first inbox", n)
 	}
 	if left, err := l.Pending().Unfinished(ctx); err != nil || len(left) == 0 {
@@ -120,8 +163,8 @@ func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inboxes := count(events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})) +
-			count(events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "bob"}))
+		inboxes := countEvents(t, l, events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})) +
+			countEvents(t, l, events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "bob"}))
 		if len(left) == 0 && inboxes == 2 { // an InboxErased each
 			return
 		}
@@ -138,10 +181,7 @@ func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
 // a save's older revision is only marked gone: the bucket is dropped whole.
 func TestWorkspaceErasureDropsItsSnapshots(t *testing.T) {
 	dir := t.TempDir()
-	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: dir})), natslog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, dir)
 	ctx := t.Context()
 	resources, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, SnapshotEvery: 2})
 	if err != nil {
@@ -186,41 +226,16 @@ func TestWorkspaceErasureDropsItsSnapshots(t *testing.T) {
 // the first attempt's event, answers its receipt, and leaves what was
 // written since.
 func TestRetriedWorkspaceErasureCutsAtItsOwnEvent(t *testing.T) {
-	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, t.TempDir())
 	ctx := t.Context()
-	create := func(id string) string {
-		t.Helper()
-		agg := events.Aggregate{Kind: events.KindHoliday, ID: id}
-		e, err := events.New(events.NewID(time.Now()), events.Meta{WorkspaceID: "w1", ActorID: "alice", Time: time.Now()}, agg, events.HolidayCreated{HolidayID: id, Reason: "r",
-			Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{}, ResourceIDs: []string{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		subject := events.Subject("w1", agg)
-		if _, err := l.Append(ctx, subject, 0, e); err != nil {
-			t.Fatal(err)
-		}
-		return subject
-	}
-	count := func(subject string) int {
-		t.Helper()
-		n := 0
-		if _, err := l.Read(ctx, subject, 0, func(events.Event) error { n++; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	create("00000000-0000-4000-8000-0000000000a1")
+	createHoliday(t, l, "00000000-0000-4000-8000-0000000000a1", "r")
 	x := eraserOn(t, l, l)
 	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}, IdempotencyKey: "offboard-1"}
 	first, err := x.Workspace(ctx, dpo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	later := create("00000000-0000-4000-8000-0000000000b2")
+	later := createHoliday(t, l, "00000000-0000-4000-8000-0000000000b2", "r")
 
 	dpo.Again = true
 	again, err := x.Workspace(ctx, dpo)
@@ -230,10 +245,10 @@ func TestRetriedWorkspaceErasureCutsAtItsOwnEvent(t *testing.T) {
 	if again.ErasureID != first.ErasureID || again.Holidays != first.Holidays || !again.ErasedAt.Equal(first.ErasedAt) {
 		t.Errorf("the retry's receipt %+v, want the first attempt's %+v", again, first)
 	}
-	if n := count(later); n != 1 {
+	if n := countEvents(t, l, later); n != 1 {
 		t.Errorf("the holiday created after the erasure has %d events, want its 1", n)
 	}
-	if n := count(events.Subject("w1", events.Aggregate{Kind: events.KindWorkspace, ID: "w1"})); n != 1 {
+	if n := countEvents(t, l, events.Subject("w1", events.Aggregate{Kind: events.KindWorkspace, ID: "w1"})); n != 1 {
 		t.Errorf("%d WorkspaceErased events, want the first attempt's only", n)
 	}
 }
@@ -254,10 +269,7 @@ func (l failingFor) EraseBefore(ctx context.Context, subject string, before uint
 // Finishing the erasures cut short: one that fails (here w1's) reports
 // its error and does not keep the others (w2's) from being finished.
 func TestFinishGoesPastAnErasureThatFails(t *testing.T) {
-	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, t.TempDir())
 	ctx := t.Context()
 	for _, ws := range []string{"w1", "w2"} {
 		request, deadline := context.WithCancel(ctx)
@@ -266,7 +278,7 @@ func TestFinishGoesPastAnErasureThatFails(t *testing.T) {
 			t.Fatalf("%s's erasure was not cut short", ws)
 		}
 	}
-	err = eraserOn(t, failingFor{Log: l, prefix: events.SubjectPrefix + ".w1."}, l).Finish(ctx, time.Time{})
+	err := eraserOn(t, failingFor{Log: l, prefix: events.SubjectPrefix + ".w1."}, l).Finish(ctx, time.Time{})
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Finish: %v, want w1's failure", err)
 	}
@@ -282,29 +294,9 @@ func TestFinishGoesPastAnErasureThatFails(t *testing.T) {
 // A user's erasure takes their inbox's snapshot too: it holds the ids and
 // read dates of every notification it erased.
 func TestUserErasureDropsTheInboxSnapshot(t *testing.T) {
-	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, t.TempDir())
 	ctx := t.Context()
-	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, SnapshotEvery: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := notifications.NewHandlers(store, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := commands.Caller{WorkspaceID: "w1", UserID: "svc", Scopes: []string{notifications.ScopeSend}}
-	for range 4 {
-		if _, _, err := h.Send.Handle(ctx, notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Message: "m"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key := notifications.SnapshotName + "." + events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
-	if seq, _, err := l.Snapshots().Load(ctx, key); err != nil || seq == 0 {
-		t.Fatalf("no snapshot to erase: seq %d, %v", seq, err)
-	}
+	_, key := inboxWithSnapshot(t, l)
 	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}
 	if _, err := eraserOn(t, l, l).User(ctx, dpo, "alice"); err != nil {
 		t.Fatal(err)
@@ -318,29 +310,9 @@ func TestUserErasureDropsTheInboxSnapshot(t *testing.T) {
 // compactor's pass) drops the inbox's snapshot too, before the ledger
 // forgets the erasure.
 func TestUserErasureCutShortDropsTheInboxSnapshot(t *testing.T) {
-	l, err := natslog.Open(t.Context(), natstest.ConnTo(t, natstest.ServerWith(t, natsserver.Config{StoreDir: t.TempDir()})), natslog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, t.TempDir())
 	ctx := t.Context()
-	store, err := commands.NewStore(l, l.Snapshots(), notifications.NewInbox, commands.StoreConfig{Name: notifications.SnapshotName, SnapshotEvery: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := notifications.NewHandlers(store, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := commands.Caller{WorkspaceID: "w1", UserID: "svc", Scopes: []string{notifications.ScopeSend}}
-	for range 4 {
-		if _, _, err := h.Send.Handle(ctx, notifications.Send{Caller: svc, RecipientID: "alice", SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Message: "m"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key := notifications.SnapshotName + "." + events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
-	if seq, _, err := l.Snapshots().Load(ctx, key); err != nil || seq == 0 {
-		t.Fatalf("no snapshot to erase: seq %d, %v", seq, err)
-	}
+	store, key := inboxWithSnapshot(t, l)
 	request, deadline := context.WithCancel(ctx)
 	cut := eraserOn(t, cutAfter{Log: l, typ: (events.InboxErased{}).EventType(), deadline: deadline}, l)
 	if _, err := cut.User(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}, "alice"); err == nil {
