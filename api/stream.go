@@ -364,8 +364,12 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 			// event the compaction erased before it came here (the hub
 			// behind, a reconnect racing the compaction): then the counts
 			// after its last part differ from the client's, and a snapshot
-			// sets them right.
-			if last, err := lastPart(e); err != nil || !last || counts() == shown {
+			// sets them right. (Counts first: the part is decoded only
+			// when they differ, as they do between a compaction's parts.)
+			if counts() == shown {
+				return nil
+			}
+			if last, err := lastPart(e); err != nil || !last {
 				return err
 			}
 			shown = counts()
