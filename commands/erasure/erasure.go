@@ -227,7 +227,7 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 		if err != nil {
 			return err
 		}
-		res, err := x.inboxes.Erase(ctx, by, a.ID)
+		res, err := x.inboxes.EraseInWorkspace(ctx, by, a.ID)
 		if err != nil {
 			return err
 		}

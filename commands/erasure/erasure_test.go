@@ -332,3 +332,39 @@ func TestUserErasureCutShortDropsTheInboxSnapshot(t *testing.T) {
 		t.Fatalf("after the finished erasure the inbox's snapshot is at %d (%v), want none", seq, err)
 	}
 }
+
+// snapshotDrops is a log that counts the inbox erasures' drops of the
+// snapshot bucket.
+type snapshotDrops struct {
+	*natslog.Log
+	n *int
+}
+
+func (l snapshotDrops) EraseSnapshots(ctx context.Context) error {
+	*l.n++
+	return l.Log.EraseSnapshots(ctx)
+}
+
+// A workspace's erasure drops the snapshot bucket once, after its last
+// inbox, not once an inbox: the whole service would otherwise run without
+// snapshots for as long as a large workspace's erasure takes.
+func TestWorkspaceErasureDropsTheSnapshotsOnce(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	_, key := inboxWithSnapshot(t, l)
+	for _, user := range []string{"bob", "carol"} {
+		appendTo(t, l, events.Aggregate{Kind: events.KindInbox, ID: user}, events.NotificationSent{NotificationID: events.NewID(time.Now()), RecipientID: user,
+			SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "s", CreateDate: time.Now().UTC()})
+	}
+	drops := 0
+	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}
+	res, err := eraserOn(t, snapshotDrops{Log: l, n: &drops}, l).Workspace(t.Context(), dpo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Inboxes != 3 || drops != 0 {
+		t.Errorf("%d inboxes erased, with %d drops of the snapshots by the inboxes' erasures; want 3, and the workspace's one drop only", res.Inboxes, drops)
+	}
+	if seq, _, err := l.Snapshots().Load(t.Context(), key); err != nil || seq != 0 {
+		t.Fatalf("after the erasure alice's inbox snapshot is at %d (%v), want none", seq, err)
+	}
+}

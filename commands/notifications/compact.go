@@ -228,8 +228,20 @@ type Erased struct {
 
 // Erase erases every notification of recipient's inbox in the caller's
 // workspace, on the caller's request: an InboxErased event by the caller,
-// then everything before it removed.
+// then everything before it removed, the snapshots last.
 func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient string) (Erased, error) {
+	return c.eraseInbox(ctx, by, recipient, true)
+}
+
+// EraseInWorkspace is Erase for one inbox of a workspace's erasure, which
+// drops the snapshots itself, once, after its last inbox: dropped after
+// each, the whole service would run without snapshots for as long as a
+// large workspace's erasure takes. One cut short drops them as Erase's.
+func (c *Compactor) EraseInWorkspace(ctx context.Context, by commands.Caller, recipient string) (Erased, error) {
+	return c.eraseInbox(ctx, by, recipient, false)
+}
+
+func (c *Compactor) eraseInbox(ctx context.Context, by commands.Caller, recipient string, dropSnapshots bool) (Erased, error) {
 	if !events.ValidToken(recipient) {
 		return Erased{}, commands.Invalid(map[string][]string{"userId": {"The user id must be 1 to 64 letters, digits, '-' or '_'."}})
 	}
@@ -266,7 +278,7 @@ func (c *Compactor) Erase(ctx context.Context, by commands.Caller, recipient str
 	if out.Seq == 0 {
 		return Erased{}, fmt.Errorf("erase %s: the erasure's event is neither appended nor in the log", subject)
 	}
-	if out.Events, err = c.finish(ctx, subject, out.Seq, true, true); err != nil {
+	if out.Events, err = c.finish(ctx, subject, out.Seq, true, dropSnapshots); err != nil {
 		return out, err
 	}
 	return out, nil
