@@ -27,8 +27,8 @@ type Idempotency interface {
 // again, marked Idempotent-Replayed; the same key with another request is
 // refused with 422.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller, h handler, key string) error {
-	if len(key) > 255 || !printableASCII(key) {
-		return commands.Invalid(map[string][]string{"Idempotency-Key": {"The key must be 1 to 255 printable ASCII characters."}})
+	if err := CheckIdempotencyKey(key); err != nil {
+		return err
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -70,36 +70,8 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	if err := h(rec, wr, p, c); err != nil {
 		writeError(rec, wr, s.log, err)
 	}
-	// A server failure or a lost race is not an answer: let a retry execute
-	// again (the event ids derived from the key keep that from appending
-	// twice).
-	finish, cancelFinish := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
-	defer cancelFinish()
-	for wait := 50 * time.Millisecond; ; wait *= 2 {
-		switch {
-		case rec.status >= 500 || rec.status == 0:
-			// The write may have happened (status 0: the client went away
-			// mid-request): keep the key to this request.
-			err = claim.Unanswered(finish)
-		case !Replayable(rec.status):
-			err = claim.Release(finish)
-		default:
-			position, _ := strconv.ParseUint(rec.Header().Get(HeaderPosition), 10, 64)
-			err = claim.Finish(finish, rec.status, rec.body.Bytes(), position)
-		}
-		// A claim left pending holds the key's retries until it goes
-		// stale, so a passing failure (a leader election) is retried. A
-		// revision that moved is no passing failure: another instance took
-		// the claim over, and no retry can write this answer over its.
-		if err == nil || errors.Is(err, idempotency.ErrFull) || errors.Is(err, idempotency.ErrTooLarge) ||
-			errors.Is(err, idempotency.ErrTakenOver) || finish.Err() != nil {
-			break // the key was given up, kept without its answer, or is another's: nothing to retry
-		}
-		select {
-		case <-finish.Done():
-		case <-time.After(wait):
-		}
-	}
+	position, _ := strconv.ParseUint(rec.Header().Get(HeaderPosition), 10, 64)
+	err = claim.Settle(r.Context(), rec.status, rec.body.Bytes(), position)
 	switch {
 	case errors.Is(err, idempotency.ErrTooLarge):
 		s.log.Debug("idempotency record not kept", "err", err)
@@ -124,34 +96,13 @@ func IdempotencyError(err error) error {
 	}
 }
 
-// ValidIdempotencyKey reports whether key is 1 to 255 printable ASCII
-// characters.
-func ValidIdempotencyKey(key string) bool { return len(key) <= 255 && printableASCII(key) }
-
-// Replayable reports whether an answer with status is the command's own,
-// kept for replay under its Idempotency-Key: a success, or a refusal of
-// the command itself (invalid, not found, unprocessable). Server failures,
-// lost races and refusals of how it was asked (privilege, size, body type,
-// rate) are not: a retry runs again.
-func Replayable(status int) bool {
-	switch status {
-	case http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge,
-		http.StatusUnsupportedMediaType, http.StatusTooManyRequests:
-		return false
+// CheckIdempotencyKey refuses a key that cannot be an Idempotency-Key, on
+// every transport.
+func CheckIdempotencyKey(key string) error {
+	if !idempotency.ValidKey(key) {
+		return commands.Invalid(map[string][]string{"Idempotency-Key": {"The key must be 1 to 255 printable ASCII characters."}})
 	}
-	return status < 500
-}
-
-func printableASCII(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 // recorder passes a response through and keeps a copy.

@@ -25,35 +25,6 @@ func TestNormalIDs(t *testing.T) {
 	}
 }
 
-// TestReplayable: answers of the command itself are replayed under their
-// key; refusals of how it was asked, lost races and failures let a retry
-// run again.
-func TestReplayable(t *testing.T) {
-	for status, want := range map[int]bool{
-		200: true, 400: true, 404: true, 422: true,
-		403: false, 409: false, 413: false, 415: false, 429: false, 500: false, 503: false,
-	} {
-		if got := Replayable(status); got != want {
-			t.Errorf("Replayable(%d) = %v, want %v", status, got, want)
-		}
-	}
-}
-
-func TestValidIdempotencyKey(t *testing.T) {
-	long := make([]byte, 256)
-	for i := range long {
-		long[i] = 'k'
-	}
-	for key, want := range map[string]bool{
-		"k": true, "order-42 retry#1": true, string(long[:255]): true,
-		"": false, string(long): false, "tab\there": false, "é": false, "\x7f": false,
-	} {
-		if got := ValidIdempotencyKey(key); got != want {
-			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", key, got, want)
-		}
-	}
-}
-
 func TestMinPosition(t *testing.T) {
 	for _, c := range []struct {
 		header string

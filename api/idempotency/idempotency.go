@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -367,6 +368,67 @@ func (c *Claim) Unanswered(ctx context.Context) error {
 		return fmt.Errorf("record idempotent failure: %w", moved(err))
 	}
 	return nil
+}
+
+// Settle ends the claim with the answer its request got, on every
+// transport: kept for replay when it is the command's own (Replayable),
+// the key kept to this request without an answer when the request may
+// have happened (a 5xx, or status 0: the client went away mid-request),
+// given up otherwise. A claim left pending holds its key's retries until
+// it goes stale, so a passing failure (a leader election) is tried again,
+// for up to MaxWrite whatever ctx's cancellation: the request is over
+// and its answer still has to be kept. A claim another request took over
+// (ErrTakenOver) is not: nothing can write this answer over its.
+func (c *Claim) Settle(ctx context.Context, status int, body []byte, position uint64) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), MaxWrite)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		var err error
+		switch {
+		case status >= 500 || status == 0:
+			err = c.Unanswered(ctx)
+		case !Replayable(status):
+			err = c.Release(ctx)
+		default:
+			err = c.Finish(ctx, status, body, position)
+		}
+		if err == nil || errors.Is(err, ErrFull) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTakenOver) {
+			return err // kept, given up, or another's: nothing to try again
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Replayable reports whether an answer with status is the command's own,
+// kept for replay under its Idempotency-Key: a success, or a refusal of
+// the command itself (invalid, not found, unprocessable). Server failures,
+// lost races and refusals of how it was asked (privilege, size, body type,
+// rate) are not: a retry runs again.
+func Replayable(status int) bool {
+	switch status {
+	case http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge,
+		http.StatusUnsupportedMediaType, http.StatusTooManyRequests:
+		return false
+	}
+	return status < 500
+}
+
+// ValidKey reports whether key can be an Idempotency-Key: 1 to 255
+// printable ASCII characters.
+func ValidKey(key string) bool {
+	if key == "" || len(key) > 255 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Release gives the key up without an answer (the request failed in a way

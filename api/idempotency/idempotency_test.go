@@ -429,3 +429,80 @@ func TestAnswerTooLargeIsNotKept(t *testing.T) {
 		t.Fatalf("an answer of %d bytes: %v", MaxRecord/2, err)
 	}
 }
+
+// TestReplayable: answers of the command itself are replayed under their
+// key; refusals of how it was asked, lost races and failures let a retry
+// run again.
+func TestReplayable(t *testing.T) {
+	for status, want := range map[int]bool{
+		200: true, 400: true, 404: true, 422: true,
+		403: false, 409: false, 413: false, 415: false, 429: false, 500: false, 503: false,
+	} {
+		if got := Replayable(status); got != want {
+			t.Errorf("Replayable(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+func TestValidKey(t *testing.T) {
+	long := make([]byte, 256)
+	for i := range long {
+		long[i] = 'k'
+	}
+	for key, want := range map[string]bool{
+		"k": true, "order-42 retry#1": true, string(long[:255]): true,
+		"": false, string(long): false, "tab\there": false, "é": false, "\x7f": false,
+	} {
+		if got := ValidKey(key); got != want {
+			t.Errorf("ValidKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
+
+// TestSettleTriesAPassingFailureAgain: a claim whose answer could not be
+// written for a moment (here the bucket refuses every record for 300 ms)
+// is settled once the bucket takes writes again, so that a retry of the
+// request replays its answer instead of waiting out a pending claim. The
+// NATS transport wrote once and gave up, leaving the claim pending.
+func TestSettleTriesAPassingFailureAgain(t *testing.T) {
+	js, err := jetstream.New(natstest.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	s, err := Open(ctx, js, Config{Bucket: "IDEM_PASSING"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _, err := s.Begin(ctx, "k", "req")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_IDEM_PASSING")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	cfg.MaxMsgSize = 16 // no record fits
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	restored := make(chan struct{})
+	go func() {
+		defer close(restored)
+		time.Sleep(300 * time.Millisecond) // the length of the failure, not a wait for it
+		cfg.MaxMsgSize = -1
+		if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
+			t.Error(err)
+		}
+	}()
+	err = claim.Settle(ctx, 200, []byte(`{"n":1}`), 7)
+	<-restored
+	if err != nil {
+		t.Fatalf("Settle across a passing failure: %v", err)
+	}
+	claim, replay, err := s.Begin(ctx, "k", "req")
+	if err != nil || claim != nil || replay == nil || replay.Status != 200 || string(replay.Body) != `{"n":1}` || replay.Position != 7 {
+		t.Fatalf("retry after the failure: claim %v, replay %+v, err %v", claim, replay, err)
+	}
+}

@@ -175,8 +175,8 @@ func (s *Server) handle(ctx context.Context, m *nats.Msg, caller commands.Caller
 // under it. The request is the subject and the payload, so the same key
 // first used over HTTP (another method and path) is another request.
 func (s *Server) claim(ctx context.Context, m *nats.Msg, c commands.Caller) (*idempotency.Claim, *idempotency.Record, error) {
-	if !api.ValidIdempotencyKey(c.IdempotencyKey) {
-		return nil, nil, commands.Invalid(map[string][]string{"Idempotency-Key": {"The key must be 1 to 255 printable ASCII characters."}})
+	if err := api.CheckIdempotencyKey(c.IdempotencyKey); err != nil {
+		return nil, nil, err
 	}
 	request := idempotency.RequestHash("NATS", m.Subject, m.Data, strings.Join(c.Scopes, " "))
 	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, c.IdempotencyKey), request)
@@ -186,22 +186,10 @@ func (s *Server) claim(ctx context.Context, m *nats.Msg, c commands.Caller) (*id
 	return claim, replay, nil
 }
 
-// record keeps the answer under its key; after a 5xx it keeps the key to
-// this request without an answer (a retry executes again, another request
-// is refused); after a refusal of how it was asked (privilege, a lost
-// race) it gives the key up.
+// record keeps the answer under its key as idempotency.Claim.Settle
+// does for every transport; a NATS answer gives no position.
 func (s *Server) record(ctx context.Context, claim *idempotency.Claim, status int, body []byte) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	var err error
-	switch {
-	case status >= 500: // the send may have happened: keep the key to this request
-		err = claim.Unanswered(ctx)
-	case api.Replayable(status):
-		err = claim.Finish(ctx, status, body, 0) // a NATS answer gives no position
-	default:
-		err = claim.Release(ctx)
-	}
+	err := claim.Settle(ctx, status, body, 0)
 	switch {
 	case errors.Is(err, idempotency.ErrTooLarge):
 		s.cfg.Logger.Debug("idempotency record not kept", "subject", SendSubject, "err", err)
