@@ -178,7 +178,9 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 		return commands.Errorf(commands.ETooManyRequests, "Too many holidays of this workspace being created at once; retry after 1 s.")
 	}
 	defer release()
-	if err := s.fresh(w, r, s.cfg.HolidaysProjected, workspaceSubjects(c, events.KindHoliday)); err != nil {
+	// The workspace's own subject too: after its erasure the holiday
+	// subjects are empty, and the budget must not count what it erased.
+	if err := s.fresh(w, r, s.cfg.HolidaysProjected, workspaceSubjects(c, events.KindHoliday), workspaceSubject(c)); err != nil {
 		return err
 	}
 	scope, err := s.scope(w, r, c)
@@ -237,7 +239,18 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller
 	if sc, ok := s.cfg.Resources.Cached(c.WorkspaceID, at); ok {
 		return sc, nil
 	}
-	if err := s.await(w, r, s.cfg.HolidaysProjected, at); err != nil {
+	wait := at
+	if at == 0 {
+		// No resource event in the log: the workspace never had one, or its
+		// erasure removed them all, and then the read model must have
+		// applied the erasure before it can show none. (Resource events
+		// after an erasure come after it in the log, so waiting for them
+		// covers it.)
+		if wait, err = s.lastSeq(r, workspaceSubject(c)); err != nil {
+			return query.Scope{}, err
+		}
+	}
+	if err := s.await(w, r, s.cfg.HolidaysProjected, wait); err != nil {
 		return query.Scope{}, err
 	}
 	return s.cfg.Resources.Scope(r.Context(), c.WorkspaceID)

@@ -178,10 +178,14 @@ func TestErasureOnRequest(t *testing.T) {
 
 // A holiday read after a workspace's erasure was answered shows none of
 // the workspace's holidays, however far behind the holidays projector is:
-// it waits for the projector to apply the erasure, as after any write.
+// it waits for the projector to apply the erasure, as after any write. So
+// does a create, whose budget counts the workspace's holidays and whose
+// answer lists its resources: the erasure left their subjects empty, which
+// alone would let it read what the erasure removed.
 func TestHolidayReadsAfterAWorkspaceErasure(t *testing.T) {
 	s := startService(t)
 	alice, dpo := token(t, "alice", "w1"), token(t, "dpo", "w1", "data:erase")
+	s.upsertResource(token(t, "hr-sync", "w1", "resources:write"), "ERASED-RESOURCE", "GB", true, false)
 	var h struct{ ID string }
 	s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "ERASED-HOLIDAY", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-02"}).want(t, 200).decode(t, &h)
 	s.call("GET", "/api/data/holidays/"+h.ID, alice, nil).want(t, 200) // in the read model
@@ -189,26 +193,39 @@ func TestHolidayReadsAfterAWorkspaceErasure(t *testing.T) {
 	release := holdTable(t, s.env["ASTRO_DATABASE_URL"], "holidays")
 	s.call("POST", "/api/data/erasure/workspace", dpo, nil).want(t, 200)
 
-	reads := []string{"/api/data/holidays/global", "/api/data/holidays/" + h.ID}
-	answers := make([]envelope, len(reads))
+	create := map[string]any{"reason": "after", "type": "global", "dateFrom": "2027-06-01", "dateTo": "2027-06-02"}
+	requests := []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/api/data/holidays/global", nil},
+		{"GET", "/api/data/holidays/" + h.ID, nil},
+		{"POST", "/api/data/holidays", create},
+	}
+	answers := make([]envelope, len(requests))
 	var wg sync.WaitGroup
-	for i, path := range reads {
+	for i, q := range requests {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			answers[i] = s.callRaw(t, "GET", path, alice, nil)
+			answers[i] = s.callRaw(t, q.method, q.path, alice, q.body)
 		}()
 	}
 	wg.Wait()
-	for i, path := range reads {
+	for i, q := range requests {
 		if a := answers[i]; a.Status != 503 || a.Header.Get("Retry-After") == "" {
-			t.Errorf("GET %s while the projector is behind the erasure: %d, want 503 with Retry-After (the read model still has the holiday): %s", path, a.Status, a.raw)
+			t.Errorf("%s %s while the projector is behind the erasure: %d, want 503 with Retry-After (the read model still has the workspace's data): %s", q.method, q.path, a.Status, a.raw)
 		}
 	}
 
 	release()
-	if list := s.call("GET", reads[0], alice, nil).want(t, 200); strings.Contains(string(list.Data), "ERASED-HOLIDAY") {
+	if list := s.call("GET", requests[0].path, alice, nil).want(t, 200); strings.Contains(string(list.Data), "ERASED-HOLIDAY") {
 		t.Fatalf("the erased workspace's list: %s", list.Data)
 	}
-	s.call("GET", reads[1], alice, nil).want(t, 404)
+	s.call("GET", requests[1].path, alice, nil).want(t, 404)
+	var after struct{ Resources []struct{ ID string } }
+	s.call("POST", "/api/data/holidays", alice, create).want(t, 200).decode(t, &after)
+	if len(after.Resources) != 0 {
+		t.Fatalf("a holiday created after the erasure applies to the erased resources: %+v", after.Resources)
+	}
 }
