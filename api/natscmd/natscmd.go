@@ -95,6 +95,10 @@ func (s *Server) Run(ctx context.Context) error {
 		closed bool // under mu: a callback after it starts nothing, so every Add precedes the Wait
 	)
 	sub, err := s.nc.QueueSubscribe(SendSubject, "astro", func(m *nats.Msg) {
+		if m.Reply != "" && !inbox(m.Reply) {
+			s.cfg.Logger.Warn("command refused: its reply subject is no inbox", "subject", m.Subject, "reply", m.Reply)
+			return
+		}
 		mu.Lock()
 		if closed {
 			mu.Unlock()
@@ -249,6 +253,17 @@ func (s *Server) reply(m *nats.Msg, reqID string, data any, err error) (int, []b
 	body, _ := json.Marshal(env) // an Envelope of plain values always encodes
 	s.respond(m, body)
 	return status, body
+}
+
+// inbox reports whether a reply subject is a requester's inbox (_INBOX.…,
+// or _INBOX_<user>.… for a user with an inbox prefix of its own). The
+// requester chooses its reply subject and NATS does not check it, while
+// Astro answers on its own connection, which may publish anywhere: an
+// answer sent to astro.events.… would be stored in the log as an
+// aggregate's event, and break it. A command asking for its answer
+// anywhere else is not executed.
+func inbox(subject string) bool {
+	return strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "_INBOX_")
 }
 
 func (s *Server) respond(m *nats.Msg, body []byte) {

@@ -1,6 +1,8 @@
 package natscmd
 
 import (
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"astro/api/auth"
+	"astro/events/natstest"
 )
 
 // caller authenticates a message carrying header name: value, as a send
@@ -54,5 +57,49 @@ func TestIntegrationNameIsCleaned(t *testing.T) {
 				t.Fatalf("integration %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRepliesGoOnlyToInboxes: a requester chooses its reply subject and
+// NATS does not check it, while Astro answers on its own connection, which
+// may publish on any subject. An answer sent to an event subject would be
+// stored as an aggregate's event and break it for good; such a command is
+// dropped, unanswered and unexecuted.
+func TestRepliesGoOnlyToInboxes(t *testing.T) {
+	nc := natstest.Conn(t)
+	v, err := auth.NewVerifier(t.Context(), auth.Config{HS256Secret: []byte(strings.Repeat("s", auth.MinSecretLen))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One worker: each message is answered before the next is taken.
+	s := &Server{nc: nc, cfg: Config{Verifier: v, Workers: 1, Logger: slog.New(slog.DiscardHandler)}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	request := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			_, err := nc.Request(SendSubject, []byte(`{}`), time.Second)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no answer to a send: %v", err)
+			}
+		}
+	}
+	request() // the server is subscribed
+
+	spy, err := nc.SubscribeSync("astro.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishMsg(&nats.Msg{Subject: SendSubject, Reply: "astro.events.ws.inbox.alice", Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	request() // answered after the one before it
+	if m, err := spy.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("an answer was published on the event subject %s: %s", m.Subject, m.Data)
 	}
 }
