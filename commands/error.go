@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Error codes. The HTTP layer maps each to one status, in one place.
@@ -64,8 +65,14 @@ func ErrorCode(err error) string {
 // Validation collects per-field problems of one request.
 type Validation map[string][]string
 
-// Add records msg for field.
-func (v Validation) Add(field, msg string) { v[field] = append(v[field], msg) }
+// Add records msg for field, once: a check run on each element of a list
+// (a query parameter's comma-separated values) must not answer one message
+// per element, however many the caller sent.
+func (v Validation) Add(field, msg string) {
+	if !slices.Contains(v[field], msg) {
+		v[field] = append(v[field], msg)
+	}
+}
 
 // Err is nil when nothing was added.
 func (v Validation) Err() error {

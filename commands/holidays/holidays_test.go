@@ -164,8 +164,8 @@ func TestCreateBoundsLists(t *testing.T) {
 			`"r9" is not a resource id: a UUID, or another id (named by its name-based UUID) of ` + events.NameRule + ".", 0},
 		// A long entry is quoted short: ten of 25 KB would make an answer
 		// (and an Idempotency-Key record) of a quarter of a megabyte.
-		{"10 long bad names", func(c *Create) { c.ResourceIDs = list(10, strings.Repeat("é<", 8000)+"%d") }, "resources", maxEntryMessages,
-			`"` + strings.Repeat("é<", 21) + `…" is not a resource id: a UUID, or another id (named by its name-based UUID) of ` + events.NameRule + ".", 0},
+		{"10 long bad names", func(c *Create) { c.ResourceIDs = list(10, "%d"+strings.Repeat("é<", 8000)) }, "resources", maxEntryMessages,
+			`"9` + strings.Repeat("é<", 21) + `…" is not a resource id: a UUID, or another id (named by its name-based UUID) of ` + events.NameRule + ".", 0},
 		{"5,000 bad countries", func(c *Create) { c.Type = "country"; c.CountryIDs = list(5000, "X%d") }, "countryId", maxEntryMessages + 1, "Further invalid entries not listed: 4990.", 0},
 		{"1,000 entries naming 500 resources", func(c *Create) { c.ResourceIDs = doubled }, "", 0, "", 500},
 	}
