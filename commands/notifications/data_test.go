@@ -90,3 +90,32 @@ func TestSendSenderIsAUUID(t *testing.T) {
 		}
 	}
 }
+
+// TestSendTypeCanBeFiltered: the list's notificationTypes filter trims
+// each type and refuses control characters, so a type with spaces at
+// either end or a control character was stored and never found.
+func TestSendTypeCanBeFiltered(t *testing.T) {
+	for _, tc := range []struct {
+		typ string
+		ok  bool
+	}{
+		{"task.assigned", true},
+		{"task assigned", true},
+		{"tâche.assignée", true},
+		{" task", false},
+		{"task\t", false},
+		{"a\nb", false},
+		{"a\u0085b", false},
+		{"", false},
+	} {
+		cmd := Send{RecipientID: "alice", SenderID: "123e4567-e89b-12d3-a456-426614174000", NotificationType: tc.typ}
+		err := cmd.validate()
+		var e *commands.Error
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%q: %v", tc.typ, err)
+		case !tc.ok && (!errors.As(err, &e) || len(e.Fields["notificationType"]) != 1):
+			t.Errorf("%q: err %v, want one validationErrors.notificationType", tc.typ, err)
+		}
+	}
+}

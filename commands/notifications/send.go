@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"astro/commands"
@@ -105,6 +106,12 @@ func (cmd *Send) validate() error {
 		}
 	}
 	text("notificationType", cmd.NotificationType, maxTypeLen, true)
+	// The list's notificationTypes filter trims each type it is given and
+	// refuses control characters: a type with either could be sent and
+	// never found.
+	if t := cmd.NotificationType; len(v["notificationType"]) == 0 && (strings.TrimSpace(t) != t || strings.ContainsFunc(t, unicode.IsControl)) {
+		v.Add("notificationType", "The type must not contain control characters or begin or end with spaces.")
+	}
 	text("subject", cmd.Subject, maxSubjectLen, false)
 	text("message", cmd.Message, maxMessageLen, false)
 	if d := bytes.TrimSpace(cmd.Data); len(d) == 0 || bytes.Equal(d, []byte("null")) {
