@@ -453,12 +453,15 @@ func TestNATSSecurity(t *testing.T) {
 			t.Fatalf("events tail printed %d events, want 3:\n%s", n, out.String())
 		}
 		h := s.createHoliday(token(t, "alice", "acme"), map[string]any{"reason": "New Year", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
-		out.Reset()
 		// As a client elsewhere would: nothing from the environment.
-		err = run(ctx, []string{"audit", "holiday", h.ID, "--workspace", "acme", "--nats-url", s.credentials(t, "consumer")},
-			func(string) string { return "" }, &out, &errOut)
-		if err != nil || !strings.Contains(out.String(), "HolidayCreated") {
-			t.Fatalf("audit as the consumer: %v\n%s%s", err, out.String(), errOut.String())
+		// The id in upper case, as HTTP takes it too.
+		for _, id := range []string{h.ID, strings.ToUpper(h.ID)} {
+			out.Reset()
+			err = run(ctx, []string{"audit", "holiday", id, "--workspace", "acme", "--nats-url", s.credentials(t, "consumer")},
+				func(string) string { return "" }, &out, &errOut)
+			if err != nil || !strings.Contains(out.String(), "HolidayCreated") {
+				t.Fatalf("audit %s as the consumer: %v\n%s%s", id, err, out.String(), errOut.String())
+			}
 		}
 	})
 }

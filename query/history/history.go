@@ -9,6 +9,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"astro/commands"
@@ -64,7 +65,9 @@ func (h *Holidays) each(ctx context.Context, workspaceID, id string, after uint6
 	if !events.ValidUUID(id) {
 		return false, commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
 	}
-	subject := events.Subject(workspaceID, events.Aggregate{Kind: events.KindHoliday, ID: id})
+	// Ids are lower case in subjects; a caller may name one in any case
+	// (the CLI passes it on as typed).
+	subject := events.Subject(workspaceID, events.Aggregate{Kind: events.KindHoliday, ID: strings.ToLower(id)})
 	_, err = h.log.Read(ctx, subject, after, func(e events.Event) error {
 		p, err := events.Decode(e)
 		if err != nil {
