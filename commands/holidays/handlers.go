@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"astro/commands"
@@ -65,7 +66,7 @@ func cleanReason(v commands.Validation, reason *string) string {
 		v.Add("reason", "The reason must not be empty.")
 	case n > MaxReasonLen:
 		v.Add("reason", "The reason is too long: at most 200 characters.")
-	case strings.ContainsFunc(r, func(c rune) bool { return c < 0x20 || c == 0x7f }):
+	case strings.ContainsFunc(r, unicode.IsControl): // C0, DEL and C1 (U+009B is a terminal's CSI)
 		v.Add("reason", "The reason must not contain control characters.")
 	case strings.ContainsFunc(r, bidiControl):
 		v.Add("reason", "The reason must not contain bidirectional control characters (U+202A to U+202E, U+2066 to U+2069).")

@@ -27,3 +27,16 @@ func TestReasonRefusesBidiControls(t *testing.T) {
 		}
 	}
 }
+
+// TestReasonRefusesControlCharacters: C1 controls too (U+0085, U+009B the
+// terminal's CSI), as the event schemas and the API document say.
+func TestReasonRefusesControlCharacters(t *testing.T) {
+	for _, c := range []rune{0x00, 0x1b, 0x7f, 0x85, 0x9b} {
+		reason := fmt.Sprintf("Day%cOff", c)
+		v := commands.Validation{}
+		cleanReason(v, &reason)
+		if len(v["reason"]) == 0 {
+			t.Errorf("U+%04X accepted in a reason", c)
+		}
+	}
+}
