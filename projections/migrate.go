@@ -18,8 +18,12 @@ var migrations embed.FS
 // Migrate applies the embedded migrations not yet applied, each in its own
 // transaction, under an advisory lock so that instances starting together
 // do not race.
-func Migrate(ctx context.Context, db *sqlx.DB) error {
-	files, err := fs.Glob(migrations, "migrations/*.sql")
+func Migrate(ctx context.Context, db *sqlx.DB) error { return migrate(ctx, db, migrations) }
+
+// migrate is Migrate with the migrations of fsys, as a test's later release
+// has them.
+func migrate(ctx context.Context, db *sqlx.DB, fsys fs.FS) error {
+	files, err := fs.Glob(fsys, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
@@ -51,7 +55,7 @@ func Migrate(ctx context.Context, db *sqlx.DB) error {
 		if done {
 			continue
 		}
-		body, err := migrations.ReadFile(f)
+		body, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			return err
 		}

@@ -2,11 +2,14 @@ package projections
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"math"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +53,10 @@ type RebuildConfig struct {
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 	Logger        *slog.Logger
+
+	// migrations are the ones the new read model is made by, all
+	// under migrations/: the embedded ones but in a test.
+	migrations fs.FS
 
 	// diverged: the live read model is known wrong (the log does not hold
 	// its history), and nothing may apply to it meanwhile (the caller holds
@@ -127,6 +134,9 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, db *sqlx.DB, m Model, 
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.migrations == nil {
+		cfg.migrations = migrations
 	}
 	rb := &rebuild{js: js, db: db, m: m, cfg: cfg, log: cfg.Logger.With("rebuild", m.Name()),
 		build: pq.QuoteIdentifier(BuildSchema(m.Name())), retired: pq.QuoteIdentifier("retired_" + m.Name()),
@@ -256,13 +266,30 @@ func (rb *rebuild) run(ctx context.Context) error {
 	}
 }
 
-// prepare resumes the new read model an interrupted run left, when it was
-// built by this version from this log; otherwise it creates it afresh, by
-// the same migrations as the live one, so that both have the same tables,
-// columns and index names.
+// prepare resumes the new read model an earlier run left, when it was
+// built by this version from this log with these migrations; otherwise it
+// creates it afresh, by the same migrations as the live one, so that both
+// have the same tables, columns and index names.
 func (rb *rebuild) prepare(ctx context.Context, info *jetstream.StreamInfo) error {
 	if _, err := rb.db.ExecContext(ctx, `DROP SCHEMA IF EXISTS `+rb.retired+` CASCADE`); err != nil {
 		return err
+	}
+	files, err := fs.Glob(rb.cfg.migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	bodies := make([][]byte, len(files))
+	sum := sha256.New()
+	for i, f := range files {
+		if bodies[i], err = fs.ReadFile(rb.cfg.migrations, f); err != nil {
+			return err
+		}
+		fmt.Fprintf(sum, "%s\x00%d\x00%s", f, len(bodies[i]), bodies[i])
+	}
+	digest, last := hex.EncodeToString(sum.Sum(nil)), ""
+	if len(files) > 0 {
+		last = path.Base(files[len(files)-1])
 	}
 	var exists bool
 	if err := rb.db.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, BuildSchema(rb.m.Name())); err != nil {
@@ -276,6 +303,11 @@ func (rb *rebuild) prepare(ctx context.Context, info *jetstream.StreamInfo) erro
 				return err
 			}
 			if why == "" {
+				if why, err = rb.migratedOtherwise(ctx, last, digest); err != nil {
+					return err
+				}
+			}
+			if why == "" {
 				rb.pos, rb.eventID, rb.res.ResumedFrom = c.Seq, c.EventID, c.Seq
 				rb.log.Info("resuming an interrupted rebuild", "from", c.Seq+1)
 				return nil
@@ -286,11 +318,6 @@ func (rb *rebuild) prepare(ctx context.Context, info *jetstream.StreamInfo) erro
 			return err
 		}
 	}
-	files, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
 	tx, err := rb.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
@@ -299,17 +326,22 @@ func (rb *rebuild) prepare(ctx context.Context, info *jetstream.StreamInfo) erro
 	if _, err := tx.ExecContext(ctx, `CREATE SCHEMA `+rb.build+`; SET LOCAL search_path TO `+rb.build); err != nil {
 		return err
 	}
-	for _, f := range files {
-		body, err := migrations.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+	for i, f := range files {
+		if _, err := tx.ExecContext(ctx, string(bodies[i])); err != nil {
 			return fmt.Errorf("create the new read model: %s: %w", f, err)
 		}
 	}
 	if err := writeCheckpoint(ctx, tx, rb.build+".projector_checkpoints", rb.m.Name(), 0,
 		checkpoint{Version: rb.m.Version(), StreamCreated: rb.created}); err != nil {
+		return err
+	}
+	// A later release may add a migration without a new projector
+	// version: Migrate applies it to the live tables only, and a resumed
+	// run would switch in tables made without it.
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE rebuild_migrations (last text NOT NULL, digest text NOT NULL)`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO rebuild_migrations VALUES ($1, $2)`, last, digest); err != nil {
 		return err
 	}
 	// Loading into tables without their secondary indexes, then indexing
@@ -334,6 +366,27 @@ func (rb *rebuild) prepare(ctx context.Context, info *jetstream.StreamInfo) erro
 		}
 	}
 	return tx.Commit()
+}
+
+// migratedOtherwise says why the new read model an earlier run left was
+// not made by this release's migrations (the last of them named last, all
+// of them summed up in digest), or "" when it was.
+func (rb *rebuild) migratedOtherwise(ctx context.Context, last, digest string) (string, error) {
+	var recorded bool
+	if err := rb.db.GetContext(ctx, &recorded, `SELECT to_regclass($1) IS NOT NULL`, rb.build+".rebuild_migrations"); err != nil {
+		return "", err
+	}
+	if !recorded {
+		return "an earlier release built it, which did not record its migrations", nil
+	}
+	var built struct{ Last, Digest string }
+	if err := rb.db.GetContext(ctx, &built, `SELECT last, digest FROM `+rb.build+`.rebuild_migrations`); err != nil {
+		return "", fmt.Errorf("read the new read model's migrations: %w", err)
+	}
+	if built.Digest != digest {
+		return fmt.Sprintf("it was made by other migrations than this release's (the last it ran is %s, this release's is %s)", built.Last, last), nil
+	}
+	return "", nil
 }
 
 // index creates the secondary indexes prepare left out, once the new read

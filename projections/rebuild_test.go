@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -342,6 +344,90 @@ func TestRebuildResumesAfterACrash(t *testing.T) {
 	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
 		t.Fatalf("read model differs from a fresh projection:\n%s\n%s", got, want)
 	}
+}
+
+// TestResumedRebuildHasTheMigrationsAddedSince: a release that adds a
+// migration without a new projector version (an index, a column with a
+// default) migrates the live tables. A rebuild an earlier release left must
+// not switch in tables made without that migration: it starts over, as it
+// does when an earlier release left it without saying by which migrations.
+func TestResumedRebuildHasTheMigrationsAddedSince(t *testing.T) {
+	for _, tc := range []struct {
+		name, migration string // migration: "" for none added
+		has             string // counts 1 when the live tables have what the migration made
+	}{
+		{"index", `CREATE INDEX notifications_by_sender ON notifications (sender_id)`,
+			`SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'notifications_by_sender'`},
+		{"column", `ALTER TABLE notification_counts ADD COLUMN muted boolean NOT NULL DEFAULT false`,
+			`SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'notification_counts' AND column_name = 'muted'`},
+		{"unrecorded", "", `SELECT 1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			db := migrated(t)
+			live, stop := start(t, f, db, notificationsProjector(t, db), 50)
+			defer stop()
+			caughtUp(t, live, f.history(t, 60))
+			ctx, crash := context.WithCancel(context.Background())
+			_, err := projections.Rebuild(ctx, f.log.JetStream(), db, notificationsProjector(t, db), projections.RebuildConfig{
+				Stream: f.log.Stream(events.KindInbox), Batch: 10, ProgressEvery: time.Nanosecond,
+				Progress: func(p projections.Progress) {
+					if p.Applied >= 20 {
+						crash()
+					}
+				}})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("interrupted rebuild: %v", err)
+			}
+
+			later := projections.Migrations()
+			if tc.migration != "" {
+				later = laterMigrations(t, tc.migration)
+				if err := projections.MigrateFrom(context.Background(), db, later); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := db.Exec(`DROP TABLE IF EXISTS rebuild_notifications.rebuild_migrations`); err != nil {
+				t.Fatal(err) // as an earlier release left it
+			}
+			// Wait: the interrupted run's lease goes with its session, which
+			// the server may not have ended yet.
+			logs := &records{}
+			res, err := rebuild(t, f, db, projections.WithMigrations(projections.RebuildConfig{Batch: 10, Wait: true, Logger: slog.New(logs)}, later))
+			if err != nil || !res.Switched {
+				t.Fatalf("rebuild after a migration was added: %+v, %v", res, err)
+			}
+			var has int
+			if err := db.Get(&has, tc.has); err != nil || has != 1 {
+				t.Fatalf("the switched-in tables lack the added migration (%v); rebuild %+v", err, res)
+			}
+			if res.ResumedFrom != 0 {
+				t.Fatalf("rebuild resumed from %d; want it started over", res.ResumedFrom)
+			}
+			if !strings.Contains(logs.String(), "WARN discarding") {
+				t.Fatalf("no warning logged:\n%s", logs)
+			}
+		})
+	}
+}
+
+// laterMigrations are the embedded migrations and one more, as a later
+// release has them.
+func laterMigrations(t *testing.T, body string) fstest.MapFS {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	files, err := fs.Glob(projections.Migrations(), "migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("embedded migrations: %v, %v", files, err)
+	}
+	for _, f := range files {
+		b, err := fs.ReadFile(projections.Migrations(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsys[f] = &fstest.MapFile{Data: b}
+	}
+	fsys["migrations/9999_later.sql"] = &fstest.MapFile{Data: []byte(body)}
+	return fsys
 }
 
 // shouting is a new version of the notifications projector: it stores
