@@ -226,6 +226,9 @@ func (c Config) Validate() error {
 	if c.NATSUser != "" && c.NATSCreds != "" {
 		return errors.New("nats-creds replaces nats-user and nats-password: give one or the other")
 	}
+	if c.LogSyncAlways && c.NATSURL != "" {
+		return errors.New("log-sync=always is for the embedded log: an external NATS keeps its own durability (sync_always in its configuration, or a stream of 3 replicas, ASTRO_STREAM_REPLICAS)")
+	}
 	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
 		return errors.New("jwt-secret must be at least 32 bytes")
 	}

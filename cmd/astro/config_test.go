@@ -73,6 +73,10 @@ func TestConfig(t *testing.T) {
 		{"a NATS URL that does not parse", map[string]string{"ASTRO_NATS_URL": "nats://a:4222,nats://astro:s3cret@b:42x22"}, nil, false, 0},
 		{"a key=value database string", map[string]string{"ASTRO_DATABASE_URL": "host=db user=astro password=s3cret"}, nil, true, 50},
 		{"a database password with a comma", map[string]string{"ASTRO_DATABASE_URL": "postgres://astro:s3cr,et@db:5432/astro"}, nil, true, 50},
+		// Only the embedded log can be told to fsync: with an external
+		// NATS the setting would be taken and ignored.
+		{"log sync always on the embedded log", nil, []string{"--log-sync", "always"}, true, 0},
+		{"log sync always with an external NATS", map[string]string{"ASTRO_NATS_URL": "nats://x", "ASTRO_LOG_SYNC": "always"}, nil, false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
