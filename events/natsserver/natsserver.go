@@ -102,6 +102,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		if port == 0 {
 			port = server.RANDOM_PORT // to nats-server, 0 means its default, 4222
+		} else {
+			// The server reports a port in use only in its log, and then
+			// is never ready: say so at once, in the error.
+			l, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				return nil, fmt.Errorf("natsserver: %w", err)
+			}
+			_ = l.Close()
 		}
 		opts.DontListen, opts.Host, opts.Port = false, host, port
 	}

@@ -3,8 +3,11 @@ package natsserver
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -186,5 +189,26 @@ func TestPasswordsNeedAstros(t *testing.T) {
 	if s, err := Start(t.Context(), Config{StoreDir: t.TempDir(), Passwords: Passwords{Consumer: "x"}}); err == nil {
 		s.Shutdown()
 		t.Fatal("started with users but none for Astro itself")
+	}
+}
+
+// TestStartOnAPortInUse: the server tells a port in use only in its log
+// and is then never ready, so Start said "not ready" after its 10 s wait.
+// It says what is wrong, at once.
+func TestStartOnAPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second) // far inside the readiness wait
+	defer cancel()
+	s, err := Start(ctx, Config{StoreDir: t.TempDir(), Listen: l.Addr().String()})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("Start succeeded on a port in use")
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("Start on a port in use: %v, want the address in use", err)
 	}
 }
