@@ -56,6 +56,7 @@ func runEventsTail(ctx context.Context, args []string, getenv func(string) strin
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	client.ServiceOnly = *follow
 	from := natslog.ScanFrom{Seq: *fromSeq}
 	if *since != "" {
 		var err error

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"astro/events/natslog"
+	"astro/events/natsserver"
 )
 
 func TestEventsCommands(t *testing.T) {
@@ -67,5 +72,44 @@ func TestEventsCommands(t *testing.T) {
 		if _, err := runCLI(args...); err == nil {
 			t.Errorf("%v: accepted another subcommand's flag", args)
 		}
+	}
+}
+
+// TestFollowNeedsTheService: with no service running, a tool opens the
+// store itself and holds the data directory while it runs. A one-off read
+// may; `events tail --follow`, which runs until interrupted, kept the
+// service from starting on the directory, following a log nothing wrote.
+func TestFollowNeedsTheService(t *testing.T) {
+	dir := t.TempDir()
+	// A log the service made and left, stopped.
+	passwords, err := natsPasswords(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := natsserver.Start(t.Context(), natsserver.Config{StoreDir: filepath.Join(dir, "nats"), Listen: "off", Passwords: passwords})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natslog.Open(t.Context(), nc, natslog.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	srv.Shutdown()
+
+	env := map[string]string{"ASTRO_DATA_DIR": dir}
+	tail := func(args ...string) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		return run(ctx, append([]string{"events", "tail"}, args...), func(k string) string { return env[k] }, io.Discard, io.Discard)
+	}
+	if err := tail(); err != nil {
+		t.Fatalf("a one-off tail of a stopped service's log: %v", err)
+	}
+	if err := tail("--follow"); err == nil || !strings.Contains(err.Error(), "no service runs") {
+		t.Fatalf("--follow with no service running: %v, want a refusal saying so", err)
 	}
 }

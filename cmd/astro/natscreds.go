@@ -203,6 +203,10 @@ type natsClient struct {
 	// Role is the embedded server's user a tool connects as when it finds
 	// the service through the data directory: the least it needs.
 	Role string
+	// ServiceOnly: the tool runs until interrupted, so it must not open
+	// the store itself when no service runs; it would hold the data
+	// directory, and the service could not start on it.
+	ServiceOnly bool
 }
 
 // addFlags declares the connection flags of a tool.
@@ -263,6 +267,10 @@ func (c natsClient) connect(ctx context.Context) (*nats.Conn, func(), error) {
 			return nil, nil, fmt.Errorf("connect to the running service's NATS at %s: %w", u, err)
 		}
 		return nc, nc.Close, nil
+	}
+	if c.ServiceOnly {
+		release()
+		return nil, nil, fmt.Errorf("no service runs on %s: start it, or give --nats-url (opened here, the log would stay locked against the service, and nothing would write to it)", c.DataDir)
 	}
 	// Nobody runs on the data directory, and the lock keeps it so while
 	// the tool reads the store.
