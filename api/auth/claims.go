@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -31,6 +33,39 @@ type wireClaims struct {
 	jwt.RegisteredClaims
 	WorkspaceID string `json:"workspace_id,omitempty"`
 	Scope       string `json:"scope,omitempty"`
+}
+
+// UnmarshalJSON reads each claim by its exact name. Claim names are
+// case-sensitive (RFC 7519 §4), but encoding/json matches struct fields
+// case-insensitively, so a token carrying only "SUB" or "Workspace_ID" --
+// claims an issuer may let its users set -- would be read as sub or
+// workspace_id. The JWT library checks exp, nbf, iss and aud on this same
+// struct, so they too are read only from their exact names.
+func (c *wireClaims) UnmarshalJSON(b []byte) error {
+	var payload map[string]json.RawMessage
+	if err := json.Unmarshal(b, &payload); err != nil {
+		return err
+	}
+	for name, dst := range map[string]any{
+		"iss":          &c.Issuer,
+		"sub":          &c.Subject,
+		"aud":          &c.Audience,
+		"exp":          &c.ExpiresAt,
+		"nbf":          &c.NotBefore,
+		"iat":          &c.IssuedAt,
+		"jti":          &c.ID,
+		"workspace_id": &c.WorkspaceID,
+		"scope":        &c.Scope,
+	} {
+		raw, ok := payload[name]
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return fmt.Errorf("claim %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // validID reports whether s can be a user or workspace id. Both become
