@@ -153,7 +153,7 @@ type StreamTicketDto struct {
 // streamTicket issues a ticket for the caller. Only a bearer token gets
 // one: a ticket cannot be renewed with itself.
 func (s *Server) streamTicket(w http.ResponseWriter, r *http.Request) {
-	claims, err := s.bearerClaims(r)
+	claims, err := s.streamBearerClaims(r)
 	if err == nil && len(s.cfg.Streams.TicketKey) == 0 {
 		err = commands.Errorf(commands.EUnavailable, "Stream tickets are not configured on this server.")
 	}
@@ -199,7 +199,7 @@ func (s *Server) streamCaller(r *http.Request) (commands.Caller, time.Time, erro
 		}
 		return commands.Caller{UserID: c.UserID, WorkspaceID: c.WorkspaceID, CorrelationID: r.Header.Get("X-Request-Id")}, exp, nil
 	}
-	claims, err := s.bearerClaims(r)
+	claims, err := s.streamBearerClaims(r)
 	if err != nil {
 		return commands.Caller{}, time.Time{}, err
 	}
@@ -572,6 +572,20 @@ func (s *Server) bearerClaims(r *http.Request) (auth.Claims, error) {
 		msg += ": " + reason
 	}
 	return auth.Claims{}, &commands.Error{Code: commands.EUnauthorized, Message: msg + ".", Err: err}
+}
+
+// streamBearerClaims verifies the bearer token of a stream or a ticket
+// request, which also refuses a token whose exp is not after now. The
+// verifier's leeway lets such a token through, for clock skew, but what it
+// buys here ends at that exp: a ticket already expired, a stream ended at
+// once, and EventSource reconnecting every second until the leeway is
+// over. A 401 instead makes the client refresh its token.
+func (s *Server) streamBearerClaims(r *http.Request) (auth.Claims, error) {
+	claims, err := s.bearerClaims(r)
+	if err == nil && !claims.ExpiresAt.IsZero() && !claims.ExpiresAt.After(s.cfg.Now()) {
+		return auth.Claims{}, &commands.Error{Code: commands.EUnauthorized, Message: "Authentication failed: token expired."}
+	}
+	return claims, err
 }
 
 // rateLimit spends one of caller's requests.

@@ -508,6 +508,38 @@ func TestNotificationStreamEndsWhenTheTokenExpires(t *testing.T) {
 	}
 }
 
+// TestNotificationStreamRefusesALapsedToken: a token past its exp but
+// within the verifier's leeway still verifies, yet a ticket or a stream
+// bound by that exp is dead at once: a ticket every stream refuses, a
+// stream that ends as it opens and is reopened every second. Both answer
+// 401 saying the token expired, so the client refreshes it.
+func TestNotificationStreamRefusesALapsedToken(t *testing.T) {
+	s := startService(t)
+	lapsed, err := signWith(testSecret, "carol", "w1", time.Now().Add(-time.Hour), time.Hour-10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Within the leeway: other requests take it.
+	s.call("GET", "/api/data/notifications/unreadcount", lapsed, nil).want(t, 200)
+
+	wantExpired := func(name string, env envelope) {
+		t.Helper()
+		if env.Status != 401 || env.Error == nil || env.Error.Message != "Authentication failed: token expired." {
+			t.Errorf("%s: HTTP %d %s, want 401 saying the token expired", name, env.Status, env.raw)
+		}
+	}
+	wantExpired("ticket", s.call("POST", streamPath+"/ticket", lapsed, nil))
+	st, env := s.stream(lapsed, "")
+	if st != nil {
+		var got []string
+		for _, e := range st.ended() {
+			got = append(got, e.Name+" "+string(e.Data))
+		}
+		t.Fatalf("stream: opened with %q, want 401 saying the token expired", got)
+	}
+	wantExpired("stream", env)
+}
+
 // TestNotificationStreamLimits: streams per user and per instance are
 // bounded (429 beyond), and an idle stream sends heartbeats.
 func TestNotificationStreamLimits(t *testing.T) {
