@@ -5,12 +5,16 @@
 // takes any number; PostgreSQL refuses NUL, lone surrogates and numbers its
 // numeric type cannot hold. A write accepted on those terms would be
 // appended, then parked by the projector, never seen yet counted. So every
-// body is checked on its raw bytes, at the door, by Check.
+// body is checked on its raw bytes, at the door, by Check; and by Err,
+// which also refuses two top-level keys that differ only in case, since
+// encoding/json reads a body's field names in any case and keeps the last.
 package storable
 
 import (
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"astro/commands"
@@ -47,6 +51,7 @@ const (
 	MsgNUL       = "The text must not contain NUL characters (\\u0000)."
 	MsgNumber    = "A number is out of range: it must fit a 64-bit float (at most about 1.8e308 in magnitude), with an exponent of at most 1000 and at most 16383 digits after the point."
 	MsgDuplicate = "An object repeats the key %q."
+	MsgSameField = "The keys %q and %q name one field: field names are read in any case."
 )
 
 // Check reports what of doc the read model would refuse or change, at most
@@ -68,6 +73,10 @@ type checker struct {
 	broken   bool            // doc is not JSON: stop
 	inKey    bool            // reading a top-level key: problems are held
 	held     []string
+	// folded holds the top-level keys read so far by their case fold, when
+	// the document is a request body (Err): encoding/json reads its field
+	// names in any case and keeps the last of two that differ only so.
+	folded map[string]string
 }
 
 func (c *checker) report(msg string) {
@@ -162,6 +171,12 @@ func (c *checker) object(depth int) {
 		}
 		if keys[key] {
 			c.report(fmt.Sprintf(MsgDuplicate, key))
+		} else if depth == 0 && c.folded != nil {
+			f := fold(key)
+			if first, ok := c.folded[f]; ok {
+				c.report(fmt.Sprintf(MsgSameField, first, key))
+			}
+			c.folded[f] = key
 		}
 		keys[key] = true
 		c.space()
@@ -362,8 +377,13 @@ func (c *checker) number() {
 // name is not a plain name (1 to 64 letters, digits, '-' or '_'): a key the
 // client made up is echoed back only when it can be told apart from the
 // path syntax of the error's schema (a key such as "00.0" breaks it).
+//
+// doc is a request body: two top-level keys that differ only in case are
+// refused too, as encoding/json would read them as one field in silence.
 func Err(doc []byte) error {
-	problems := Check(doc)
+	c := checker{doc: doc, seen: map[string]bool{}, folded: map[string]string{}}
+	c.value(0)
+	problems := c.problems
 	if len(problems) == 0 {
 		return nil
 	}
@@ -376,4 +396,18 @@ func Err(doc []byte) error {
 		v.Add(field, p.Message)
 	}
 	return v.Err()
+}
+
+// fold is key with each character as the least of its case orbit
+// (unicode.SimpleFold): two keys fold alike exactly when strings.EqualFold
+// holds, which is how encoding/json matches a key to a field (the Kelvin
+// sign and the long s included).
+func fold(key string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, key)
 }

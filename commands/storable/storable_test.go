@@ -116,3 +116,28 @@ func TestErrKeysProblemsByPlainFieldNames(t *testing.T) {
 		t.Errorf("a storable document: %v", err)
 	}
 }
+
+// TestErrRefusesKeysThatNameOneField: encoding/json reads a body's field
+// names in any case and keeps the last of two that differ only in case, so
+// {"recipientId":"alice","RECIPIENTID":"mallory"} went to mallory while
+// anything that checked the first spelling saw alice.
+func TestErrRefusesKeysThatNameOneField(t *testing.T) {
+	for _, tt := range []struct {
+		doc, field string // field "": accepted
+	}{
+		{`{"reason":"a","REASON":"b"}`, "REASON"},
+		{`{"recipientId":"alice","subject":"s","RECIPIENTID":"mallory"}`, "RECIPIENTID"},
+		{`{"kind":"a","\u212aind":"b"}`, "body"}, // the Kelvin sign folds to k, as encoding/json reads it
+		{`{"reason":"a","resources":[],"type":"global"}`, ""},
+		{`{"data":{"taskId":"x","TASKID":"y"},"reason":"a"}`, ""}, // data's own names are the send's to check
+	} {
+		err := storable.Err([]byte(tt.doc))
+		var e *commands.Error
+		switch {
+		case tt.field == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", tt.doc, err)
+		case tt.field != "" && (!errors.As(err, &e) || len(e.Fields[tt.field]) != 1):
+			t.Errorf("%s: %v, want one problem under %q", tt.doc, err, tt.field)
+		}
+	}
+}
