@@ -118,6 +118,9 @@ func nameData(data json.RawMessage) json.RawMessage {
 // decodeObject decodes body, a JSON object, into dst; its errors are the
 // 400s a client can act on.
 func decodeObject(body []byte, dst any) error {
+	// RFC 8259 lets a parser ignore a byte order mark, and some clients
+	// (.NET's, writing a file's text) send one.
+	body = bytes.TrimPrefix(body, []byte("\ufeff"))
 	if len(bytes.TrimSpace(body)) == 0 {
 		return commands.Errorf(commands.EInvalid, "A JSON body is required.")
 	}

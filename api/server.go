@@ -298,6 +298,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 		r.URL.Path = strings.TrimRight(p, "/")
+		if r.URL.Path == "" {
+			r.URL.Path = "/" // "//": the root, not an empty path
+		}
 	}
 	r.URL.Path = normalIDs(r.URL.Path)
 	r.URL.RawQuery = flatQuery(r.URL.RawQuery)

@@ -78,3 +78,16 @@ func TestSameContent(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeObjectTakesAByteOrderMark: RFC 8259 lets a parser ignore one,
+// and some clients send it; it was answered "The body must be a JSON
+// object".
+func TestDecodeObjectTakesAByteOrderMark(t *testing.T) {
+	var dst struct{ Reason string }
+	if err := decodeObject([]byte("\ufeff{\"reason\":\"Offsite\"}"), &dst); err != nil || dst.Reason != "Offsite" {
+		t.Fatalf("a body after a BOM: %v, %+v", err, dst)
+	}
+	if err := decodeObject([]byte("\ufeff"), &dst); err == nil {
+		t.Fatal("a BOM alone is no body")
+	}
+}

@@ -358,6 +358,10 @@ func TestOptionsAndOversizedHeaders(t *testing.T) {
 	if status, _, _ := do("OPTIONS", "/nowhere", nil); status != 404 {
 		t.Errorf("OPTIONS /nowhere: HTTP %d", status)
 	}
+	// Slashes alone are the root, not an empty path the answer cannot name.
+	if status, _, env := do("GET", "//", nil); status != 404 || !strings.Contains(string(env.raw), "No such endpoint: /.") {
+		t.Errorf("GET //: HTTP %d: %s", status, env.raw)
+	}
 
 	big := strings.Repeat("a", 70<<10)
 	for name, req := range map[string]struct {
