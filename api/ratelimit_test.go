@@ -1,13 +1,17 @@
 package api
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"astro/commands"
 )
 
 func TestLimiter(t *testing.T) {
 	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := newLimiter(2, 3, func() time.Time { return now })
+	l := NewRateLimiter(2, 3, func() time.Time { return now })
 	for i := range 3 {
 		if ok, _ := l.allow("w/a"); !ok {
 			t.Fatalf("request %d of the burst refused", i+1)
@@ -34,7 +38,7 @@ func TestLimiter(t *testing.T) {
 
 func TestLimiterForgetsIdleCallers(t *testing.T) {
 	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := newLimiter(100, 100, func() time.Time { return now })
+	l := NewRateLimiter(100, 100, func() time.Time { return now })
 	for i := range maxIdleBuckets {
 		l.allow(string(rune(i)))
 	}
@@ -42,5 +46,30 @@ func TestLimiterForgetsIdleCallers(t *testing.T) {
 	l.allow("new")
 	if len(l.buckets) != 1 {
 		t.Fatalf("%d buckets kept after an hour idle, want 1", len(l.buckets))
+	}
+}
+
+func TestRateLimiterTake(t *testing.T) {
+	if retry, err := (*RateLimiter)(nil).Take("w", "a"); retry != 0 || err != nil {
+		t.Fatalf("no limiter: retry %d, %v", retry, err)
+	}
+	if l := NewRateLimiter(0, 5, nil); l != nil {
+		t.Fatal("a rate of 0 built a limiter")
+	}
+	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := NewRateLimiter(0.5, 1, func() time.Time { return now })
+	if _, err := l.Take("w", "a"); err != nil {
+		t.Fatalf("first request: %v", err)
+	}
+	retry, err := l.Take("w", "a")
+	var e *commands.Error
+	if !errors.As(err, &e) || e.Code != commands.ETooManyRequests || retry != 2 || !strings.Contains(e.Message, "retry after 2 s") {
+		t.Fatalf("over the budget: retry %d, %v", retry, err)
+	}
+	// The key is workspace and user: neither alone shares a bucket.
+	for _, c := range [][2]string{{"w", "b"}, {"v", "a"}} {
+		if _, err := l.Take(c[0], c[1]); err != nil {
+			t.Fatalf("%s/%s limited by w/a: %v", c[0], c[1], err)
+		}
 	}
 }

@@ -74,11 +74,11 @@ type Config struct {
 	// retry.
 	Idempotency Idempotency
 
-	// RateLimit is how many requests a second one caller (workspace and
-	// user) may make, with bursts of RateBurst; 0 turns limiting off.
-	RateLimit float64
-	RateBurst int
-	Now       func() time.Time
+	// RateLimiter holds each caller (workspace and user) to its budget of
+	// requests; nil turns limiting off. Give the NATS commands the same
+	// one, so that a caller's requests over both draw on one budget.
+	RateLimiter *RateLimiter
+	Now         func() time.Time
 
 	// RequestTimeout is every request's deadline; default 30s. Past it,
 	// what is still running is cancelled and the answer is 503.
@@ -112,7 +112,6 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	router  *router
-	limiter *limiter // nil: no rate limit
 	metrics Metrics
 	other   RouteMetrics // requests no route matched
 	recs    recorderPool
@@ -169,9 +168,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.other = s.metrics.Route("", "")
 	s.sends = SendAnswers{Queries: cfg.NotificationQueries, Projected: cfg.NotificationsProjected, Wait: cfg.ReadYourWrites, Log: cfg.Logger}
-	if cfg.RateLimit > 0 {
-		s.limiter = newLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), cfg.Now)
-	}
 	rt := httprouter.New()
 	// Trailing slashes are tolerated in ServeHTTP instead of redirected:
 	// a redirect is not an envelope, and some clients do not follow it.
@@ -357,7 +353,7 @@ func (s *Server) authed(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		c, err := s.caller(r)
 		if err == nil {
-			err = s.rateLimit(w, c.WorkspaceID+"/"+c.UserID)
+			err = s.rateLimit(w, c.WorkspaceID, c.UserID)
 		}
 		if err == nil && r.Method == http.MethodGet {
 			// Reads hold the read models' pool; writes append to the log,

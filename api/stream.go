@@ -158,7 +158,7 @@ func (s *Server) streamTicket(w http.ResponseWriter, r *http.Request) {
 		err = commands.Errorf(commands.EUnavailable, "Stream tickets are not configured on this server.")
 	}
 	if err == nil {
-		err = s.rateLimit(w, claims.WorkspaceID+"/"+claims.UserID)
+		err = s.rateLimit(w, claims.WorkspaceID, claims.UserID)
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -246,7 +246,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	if err := singleValued(r.URL.Query(), "ticket", "lastEventId"); err != nil {
 		return err
 	}
-	if err := s.rateLimit(w, c.WorkspaceID+"/"+c.UserID); err != nil {
+	if err := s.rateLimit(w, c.WorkspaceID, c.UserID); err != nil {
 		return err
 	}
 	after, resume, err := lastEventID(r)
@@ -588,15 +588,12 @@ func (s *Server) streamBearerClaims(r *http.Request) (auth.Claims, error) {
 	return claims, err
 }
 
-// rateLimit spends one of caller's requests.
-func (s *Server) rateLimit(w http.ResponseWriter, caller string) error {
-	if s.limiter == nil {
-		return nil
-	}
-	if ok, wait := s.limiter.allow(caller); !ok {
+// rateLimit spends one of the caller's requests.
+func (s *Server) rateLimit(w http.ResponseWriter, workspaceID, userID string) error {
+	retry, err := s.cfg.RateLimiter.Take(workspaceID, userID)
+	if err != nil {
 		s.metrics.RateLimited()
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
-		return commands.Errorf(commands.ETooManyRequests, "Too many requests; retry after %d s.", retryAfter(wait))
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
 	}
-	return nil
+	return err
 }

@@ -17,7 +17,8 @@
 // A "workspaceId" field is optional; when present it must be the token's
 // workspace (403 otherwise). Optional headers: x-integration-name,
 // Idempotency-Key. The reply is the same envelope the HTTP API answers
-// with, 401 and 403 included, its data the NotificationDto.
+// with, 401, 403 and the per-caller rate limit's 429 included, its data
+// the NotificationDto.
 package natscmd
 
 import (
@@ -56,6 +57,10 @@ type Config struct {
 	// Answers answers a send; a retry of one delivered before needs the
 	// read model.
 	Answers api.SendAnswers
+	// RateLimiter holds each caller to its budget; give it the HTTP
+	// server's, so that a caller's sends over NATS and its requests over
+	// HTTP draw on one. Nil limits nothing.
+	RateLimiter *api.RateLimiter
 	// Workers is how many sends an instance answers at once; default 32.
 	Workers int
 	Logger  *slog.Logger
@@ -138,6 +143,11 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 	reqID := events.NewID(time.Now())
 	var answer query.NotificationDto
 	caller, err := s.caller(ctx, m, reqID)
+	if err == nil {
+		// Before any work, a replay's included, as on HTTP. The reply has
+		// no headers: the wait HTTP gives in Retry-After is in the message.
+		_, err = s.cfg.RateLimiter.Take(caller.WorkspaceID, caller.UserID)
+	}
 	var claim *idempotency.Claim
 	if err == nil && caller.IdempotencyKey != "" && s.cfg.Idempotency != nil {
 		var replay *idempotency.Record

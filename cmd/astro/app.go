@@ -165,6 +165,8 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 	if cfg.MetricsAddr == "" {
 		metricsHandler = metered.Handler()
 	}
+	// One budget per caller, whichever way its requests come in.
+	limiter := api.NewRateLimiter(cfg.RateLimit, cfg.RateBurst, now)
 	apiServer, err := api.New(api.Config{
 		Verifier: verifier, Notifications: notify, NotificationQueries: notifQueries,
 		NotificationsProjected: notifRunner, Inboxes: inboxes, InboxLog: evlog,
@@ -173,7 +175,7 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		},
 		Holidays: holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
 		Resources: resourceQueries, Log: evlog, Erasure: eraser,
-		Idempotency: idem, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Now: now,
+		Idempotency: idem, RateLimiter: limiter, Now: now,
 		Ready: ready, Logger: log, RequestTimeout: cfg.RequestTimeout,
 		Metrics: metered, MetricsHandler: metricsHandler, Tracer: tr,
 	})
@@ -181,7 +183,7 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		return nil, err
 	}
 	cmds, err := natscmd.New(nc, natscmd.Config{
-		Notifications: notify, Verifier: verifier, Idempotency: idem, Logger: log,
+		Notifications: notify, Verifier: verifier, Idempotency: idem, RateLimiter: limiter, Logger: log,
 		Answers: api.SendAnswers{Queries: notifQueries, Projected: notifRunner, Wait: 5 * time.Second, Log: log},
 	})
 	if err != nil {
