@@ -46,7 +46,7 @@ func NewHolidays(ctx context.Context, db *sqlx.DB) (*Holidays, error) {
 }
 
 // Name implements Projector.
-func (*Holidays) Name() string { return "holidays" }
+func (*Holidays) Name() string { return HolidaysName }
 
 // Version implements Model. 2: resource ids an older Astro stored as
 // names ("res-000") are stored as their name-based UUIDs.

@@ -74,7 +74,7 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 }
 
 // Name implements Projector.
-func (*Notifications) Name() string { return "notifications" }
+func (*Notifications) Name() string { return NotificationsName }
 
 // Version implements Model. 3: senders and data an older Astro stored
 // as they came ("bob", {"taskId":42}) are stored in today's forms.

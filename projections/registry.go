@@ -20,14 +20,21 @@ type Registration struct {
 	New   func(ctx context.Context, db *sqlx.DB) (Projector, error)
 }
 
+// The projectors' names: of their consumers, checkpoints and metrics, and
+// how the service and its tools pick one.
+const (
+	NotificationsName = "notifications"
+	HolidaysName      = "holidays"
+)
+
 // Registered lists every projector Astro runs, in the order they start. It
 // is the one list: the service, its tools (redrive, status, protected
 // consumers) and the tests enumerate projectors from it, so a new projector
 // added here is run, measured and protected everywhere at once.
 func Registered() []Registration {
 	return []Registration{
-		{Name: "notifications", Kinds: []string{events.KindInbox}, New: func(ctx context.Context, db *sqlx.DB) (Projector, error) { return NewNotifications(ctx, db) }},
-		{Name: "holidays", Kinds: []string{events.KindHoliday, events.KindResource, events.KindWorkspace}, New: func(ctx context.Context, db *sqlx.DB) (Projector, error) { return NewHolidays(ctx, db) }},
+		{Name: NotificationsName, Kinds: []string{events.KindInbox}, New: func(ctx context.Context, db *sqlx.DB) (Projector, error) { return NewNotifications(ctx, db) }},
+		{Name: HolidaysName, Kinds: []string{events.KindHoliday, events.KindResource, events.KindWorkspace}, New: func(ctx context.Context, db *sqlx.DB) (Projector, error) { return NewHolidays(ctx, db) }},
 	}
 }
 

@@ -96,7 +96,12 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 	if err := metered.WatchProjectors(2*time.Second, sources...); err != nil {
 		return nil, err
 	}
-	notifRunner, holidayRunner := byName["notifications"], byName["holidays"]
+	notifRunner, holidayRunner := byName[projections.NotificationsName], byName[projections.HolidaysName]
+	if notifRunner == nil || holidayRunner == nil {
+		// A nil *Runner would pass the api's checks as a non-nil Waiter,
+		// and the first read would panic.
+		return nil, fmt.Errorf("projectors %s and %s must both be registered", projections.NotificationsName, projections.HolidaysName)
+	}
 
 	notifQueries, err := query.NewNotifications(ctx, db)
 	if err != nil {

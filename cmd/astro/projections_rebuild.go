@@ -81,9 +81,9 @@ func projectionsRebuild(ctx context.Context, args []string, getenv func(string) 
 		}
 	}
 	switch name {
-	case "notifications":
+	case projections.NotificationsName:
 		m, err = projections.NewNotifications(ctx, db)
-	case "holidays":
+	case projections.HolidaysName:
 		m, err = projections.NewHolidays(ctx, db)
 	default:
 		return fmt.Errorf("projections rebuild: no read model %q; want one of %s", name, strings.Join(projections.Names(), ", "))
