@@ -65,6 +65,27 @@ type Config struct {
 	EraseWithin  time.Duration
 }
 
+// usage lists the program's commands; each tool's -h gives its flags.
+const usage = `Usage: astro [serve] [flags]
+       astro token --user ID --workspace ID [--scope "..."]
+       astro audit holiday ID --workspace WS [--json]
+       astro events tail|parked|redrive [flags]
+       astro projections status|rebuild [flags]
+       astro erase user|workspace [flags]
+       astro nats-credentials --role consumer|service [--url]`
+
+// defaultOf is the service's default for the setting name. The tools take
+// theirs from here, so that a changed default cannot split them from the
+// service.
+func defaultOf(name string) string {
+	for _, s := range settings {
+		if s.name == name {
+			return s.def
+		}
+	}
+	panic("astro: no setting " + name) // a typo here, which any test of the tool finds
+}
+
 // setting is one flag with its environment variable and default.
 type setting struct {
 	name, env, def, usage string
@@ -111,7 +132,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		vals[s.name] = envString(fs, getenv, s.name, s.env, s.def, s.usage)
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: astro [serve] [flags]\n       astro token --user ID --workspace ID [--scope \"...\"]\n       astro nats-credentials --role consumer|service [--url]\n\nFlags (each also read from the environment variable shown):\n")
+		fmt.Fprintf(stderr, "%s\n\nFlags of the service (each also read from the environment variable shown):\n", usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -1,5 +1,5 @@
 // Command astro runs the Astro service, and its tools: development tokens,
-// audits of the log, and event tails.
+// audits of the log, event tails, read-model rebuilds and erasures.
 //
 //	astro                 run the service (embedded NATS and PostgreSQL by default)
 //	astro token ...       print a development token
@@ -7,6 +7,7 @@
 //	astro events ...      tail the log; list and redrive parked events
 //	astro projections status  each projector's position, lag and state
 //	astro projections rebuild NAME  rebuild a read model beside the live one, verified before the switch
+//	astro erase user|workspace  erase a user's notifications or a whole workspace, on request
 //	astro nats-credentials  print what a NATS client of the embedded server needs
 //
 // Run "astro -h" or "astro token -h" for the flags; every flag also reads

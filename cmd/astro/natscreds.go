@@ -160,8 +160,8 @@ func runNATSCredentials(args []string, getenv func(string) string, stdout, stder
 	fs.SetOutput(stderr)
 	role := fs.String("role", "", "consumer (reads events, runs its own durable consumers) or service (sends commands)")
 	urlOnly := fs.Bool("url", false, "print only the URL with the user and password in it")
-	dataDir := envString(fs, getenv, "data-dir", "ASTRO_DATA_DIR", ".astro", "data directory holding the generated credentials")
-	listen := envString(fs, getenv, "nats-listen", "ASTRO_NATS_LISTEN", "127.0.0.1:4222", "the embedded server's address, when the service is not running")
+	dataDir := envString(fs, getenv, "data-dir", "ASTRO_DATA_DIR", defaultOf("data-dir"), "data directory holding the generated credentials")
+	listen := envString(fs, getenv, "nats-listen", "ASTRO_NATS_LISTEN", defaultOf("nats-listen"), "the embedded server's address, when the service is not running")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: astro nats-credentials --role consumer|service [--url]")
 		fs.PrintDefaults()
@@ -215,7 +215,7 @@ func (c *natsClient) addFlags(fs *flag.FlagSet, getenv func(string) string) {
 	envStringVar(fs, getenv, &c.User, "nats-user", "ASTRO_NATS_USER", "", "NATS user")
 	envStringVar(fs, getenv, &c.Password, "nats-password", "ASTRO_NATS_PASSWORD", "", "NATS password")
 	envStringVar(fs, getenv, &c.Creds, "nats-creds", "ASTRO_NATS_CREDS", "", "NATS credentials file")
-	envStringVar(fs, getenv, &c.DataDir, "data-dir", "ASTRO_DATA_DIR", ".astro", "data directory of the embedded log")
+	envStringVar(fs, getenv, &c.DataDir, "data-dir", "ASTRO_DATA_DIR", defaultOf("data-dir"), "data directory of the embedded log")
 }
 
 // clientOptions are the options of a connection as user: its inbox prefix

@@ -21,7 +21,7 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	ws := fs.String("workspace", "", "workspace id (workspace_id)")
 	scope := fs.String("scope", "", `space-separated privileges, e.g. "notifications:send resources:write"`)
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
-	dataDir := envString(fs, getenv, "data-dir", "ASTRO_DATA_DIR", ".astro", "data directory holding the development secret")
+	dataDir := envString(fs, getenv, "data-dir", "ASTRO_DATA_DIR", defaultOf("data-dir"), "data directory holding the development secret")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
