@@ -31,7 +31,8 @@ type NotificationTotalCountDto struct {
 	TotalCount int `json:"totalCount"`
 }
 
-// NotificationTimestampDto answers the mark operations.
+// NotificationTimestampDto answers mark read and mark all read (mark
+// unread answers no data).
 type NotificationTimestampDto struct {
 	Timestamp time.Time `json:"timestamp"`
 }
@@ -76,7 +77,7 @@ func (s *Server) notificationRoutes() {
 		case "markunread":
 			// The public document answers AstroResult here, without data:
 			// unlike a read, an unread notification has no date to show.
-			_, res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
+			res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
 			return answerEmpty(w, res, err)
 		}
 		return notFoundRoute(r)

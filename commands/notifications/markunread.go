@@ -17,16 +17,13 @@ type MarkUnread struct {
 // MarkUnreadHandler handles MarkUnread.
 type MarkUnreadHandler struct{ deps }
 
-// Handle returns when the change took effect; an unread notification stays
-// as it is.
-func (h MarkUnreadHandler) Handle(ctx context.Context, cmd MarkUnread) (time.Time, commands.Result, error) {
+// Handle marks the notification unread; an unread one stays as it is. The
+// answer carries no data (the public document's mark unread has none).
+func (h MarkUnreadHandler) Handle(ctx context.Context, cmd MarkUnread) (commands.Result, error) {
 	if err := validID(cmd.NotificationID); err != nil {
-		return time.Time{}, commands.Result{}, err
+		return commands.Result{}, err
 	}
-	var at time.Time
-	res, err := h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, now time.Time) ([]events.Payload, error) {
-		at = now
+	return h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, _ time.Time) ([]events.Payload, error) {
 		return in.MarkUnread(cmd.Caller.UserID, cmd.NotificationID)
 	})
-	return at, res, err
 }
