@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -239,83 +240,142 @@ func (s *Server) notificationStream(w http.ResponseWriter, r *http.Request) {
 
 // openStream returns an error only before the stream's first byte.
 func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
-	c, expires, err := s.streamCaller(r)
+	a, err := s.admitStream(w, r)
 	if err != nil {
 		return err
 	}
-	if err := singleValued(r.URL.Query(), "ticket", "lastEventId"); err != nil {
+	defer a.release()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	// Subscribe first: what the log holds after the state startFold reads
+	// is read from the log (catchUp), everything later comes through the
+	// hub.
+	f, unsubscribe, err := s.hub.subscribe(ctx, a.subject)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer unsubscribe()
+	fold, err := s.startFold(ctx, a.subject, a.from)
+	if err != nil {
 		return err
 	}
+
+	sw := s.startEvents(w)
+	if isHead(r) {
+		return nil // the stream's head is all a HEAD gets; it must not hold a stream
+	}
+	// Reconnect after a second when the server ends the stream (a restart).
+	sw.raw("retry: 1000\n\n")
+	if s.catchUp(ctx, sw, a.subject, fold) {
+		s.follow(ctx, sw, f, fold, a.expires)
+	}
+	return nil
+}
+
+// streamAdmission is a stream request let in: whose inbox it follows,
+// until when, from where, and the slot it holds.
+type streamAdmission struct {
+	subject string
+	expires time.Time // of the token behind the stream; zero when it has none
+	from    streamFrom
+	release func() // gives the slot back
+}
+
+// admitStream authenticates a stream request, checks it, and takes a
+// stream slot for it, or answers why not.
+func (s *Server) admitStream(w http.ResponseWriter, r *http.Request) (streamAdmission, error) {
+	c, expires, err := s.streamCaller(r)
+	if err != nil {
+		return streamAdmission{}, err
+	}
+	if err := singleValued(r.URL.Query(), "ticket", "lastEventId"); err != nil {
+		return streamAdmission{}, err
+	}
 	if err := s.rateLimit(w, c.WorkspaceID, c.UserID); err != nil {
-		return err
+		return streamAdmission{}, err
 	}
 	after, resume, err := lastEventID(r)
 	if err != nil {
-		return err
+		return streamAdmission{}, err
 	}
 	release, err := s.streams.acquire(c.WorkspaceID + "/" + c.UserID)
 	if err != nil {
 		if commands.ErrorCode(err) == commands.ETooManyRequests {
 			w.Header().Set("Retry-After", "5")
 		}
-		return err
+		return streamAdmission{}, err
 	}
-	defer release()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	return streamAdmission{subject: inboxSubject(c), expires: expires, from: streamFrom{after: after, resume: resume}, release: release}, nil
+}
 
-	subject := inboxSubject(c)
-	// Subscribe first: what the log holds after the state read below is
-	// read from the log, everything later comes through the hub.
-	f, unsubscribe, err := s.hub.subscribe(ctx, subject)
-	if err != nil {
-		return unavailable(err)
-	}
-	defer unsubscribe()
+// streamFrom is where a client asks its stream to start: after the
+// position it saw last, when it resumes.
+type streamFrom struct {
+	after  uint64
+	resume bool
+}
+
+// snapshot reports whether the client gets a snapshot rather than the
+// events after its position, first being the position of the oldest event
+// the log holds of the inbox: a new client, or one whose position the log
+// no longer holds (compacted or erased since, or cut by limits).
+func (p streamFrom) snapshot(first uint64) bool {
+	return !p.resume || p.after+1 < first || first == 0
+}
+
+// startFold reads the state a stream starts from: what the log holds of
+// the inbox after it is read next (catchUp), sent or not as the client's
+// position says.
+func (s *Server) startFold(ctx context.Context, subject string, from streamFrom) (*streamFold, error) {
 	first, err := s.cfg.InboxLog.FirstSeq(ctx, subject)
 	if err != nil {
-		return unavailable(err)
+		return nil, unavailable(err)
 	}
-	var (
-		in       *notifications.Inbox
-		applied  uint64 // the position in holds the state at
-		silent   uint64 // events up to this one fold without being sent
-		snapshot bool
-	)
+	fold := &streamFold{log: s.log, subject: subject}
 	err = s.cfg.Inboxes.Load(ctx, subject, func(cur *notifications.Inbox, seq uint64) error {
 		switch {
-		case !resume || after+1 < first || first == 0:
-			// A new client, or one whose position the log no longer holds
-			// (compacted or erased since, or cut by limits).
-			in, applied, snapshot = cur.Clone(), seq, true
-		case seq <= after:
+		case from.snapshot(first):
+			// The snapshot is of the log's end, not of this instance's
+			// copy, which may be older: writes another instance took
+			// since, perhaps compacted away since (a compaction folds
+			// without a word: it restates what the client has), would be
+			// missing from it. So everything folds silently, and the
+			// snapshot goes out once the log is read (catchUp).
+			fold.in, fold.applied, fold.silent, fold.snapshot = cur.Clone(), seq, math.MaxUint64, true
+		case seq <= from.after:
 			// This instance's copy may be older than what the client saw
 			// (another instance took the writes since): fold on from it,
 			// sending only what follows the client's position.
-			in, applied, silent = cur.Clone(), seq, after
+			fold.in, fold.applied, fold.silent = cur.Clone(), seq, from.after
 		default:
 			// Missed events: rebuild the state at after from the inbox's
 			// own events, sending only those after it. What the log holds
 			// of an inbox from its first event on rebuilds it: a compaction
 			// restates everything before it.
-			in, applied, silent = notifications.NewInbox(), 0, after
+			fold.in, fold.applied, fold.silent = notifications.NewInbox(), 0, from.after
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if resume && !snapshot && applied <= after && after > 0 {
+	if from.resume && !fold.snapshot && fold.applied <= from.after && from.after > 0 {
 		// A position past the log's end cannot come from this stream.
 		last, err := s.cfg.InboxLog.End(ctx, events.KindInbox)
 		if err != nil {
-			return unavailable(err)
+			return nil, unavailable(err)
 		}
-		if after > last {
-			return commands.Invalid(map[string][]string{"Last-Event-ID": {"The log has no such position yet."}})
+		if from.after > last {
+			return nil, commands.Invalid(map[string][]string{"Last-Event-ID": {"The log has no such position yet."}})
 		}
 	}
+	fold.shown = fold.counts()
+	return fold, nil
+}
 
+// startEvents answers the stream's head.
+func (s *Server) startEvents(w http.ResponseWriter) *sseWriter {
 	// The stream outlives the server's request deadlines; each write gets
 	// its own, so a client that stops reading cannot hold it forever.
 	rc := http.NewResponseController(w)
@@ -326,84 +386,28 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
 	w.WriteHeader(http.StatusOK)
-	if isHead(r) {
-		return nil // the stream's head is all a HEAD gets; it must not hold a stream
-	}
-	// Reconnect after a second when the server ends the stream (a restart).
-	sw.raw("retry: 1000\n\n")
-	if snapshot {
-		// The snapshot is of the log's end, not of this instance's copy,
-		// which may be older: writes another instance took since, perhaps
-		// compacted away since (a compaction folds without a word: it
-		// restates what the client has), would be missing from it.
-		silent = math.MaxUint64
-	}
+	return sw
+}
 
-	// shown is the counts the client has: those of its last event, or of
-	// the position it resumes from.
-	counts := func() StreamCountsDto { return StreamCountsDto{UnreadCount: in.Unread(), TotalCount: in.Len()} }
-	shown := counts()
-	// apply folds e and sends it, unless it is already in or the client
-	// has it.
-	apply := func(e events.Event) error {
-		if e.Seq <= applied {
-			return nil
-		}
-		if err := in.Apply(e); err != nil {
-			s.log.Error("notification stream: event does not fold", "subject", subject, "seq", e.Seq, "err", err)
-			return err
-		}
-		applied = e.Seq
-		if e.Seq <= silent {
-			shown = counts()
-			return nil
-		}
-		switch e.Type {
-		case events.InboxCompacted{}.EventType():
-			// It restates what the client has, unless the stream missed an
-			// event the compaction erased before it came here (the hub
-			// behind, a reconnect racing the compaction): then the counts
-			// after its last part differ from the client's, and a snapshot
-			// sets them right. (Counts first: the part is decoded only
-			// when they differ, as they do between a compaction's parts.)
-			if counts() == shown {
-				return nil
-			}
-			if last, err := lastPart(e); err != nil || !last {
-				return err
-			}
-			shown = counts()
-			sw.event("snapshot", e.Seq, shown)
-			return sw.err
-		case events.InboxErased{}.EventType():
-			shown = counts()
-			sw.event("snapshot", e.Seq, shown)
-			return sw.err
-		}
-		change, err := changeOf(e, in)
-		if err != nil {
-			s.log.Error("notification stream: event does not decode", "subject", subject, "seq", e.Seq, "err", err)
-			return err
-		}
-		shown = counts()
-		sw.event("notification", e.Seq, change)
-		return sw.err
-	}
-	if _, err := s.cfg.InboxLog.Read(ctx, subject, applied, apply); err != nil {
+// catchUp sends what the log holds of the inbox after the fold's state,
+// then the snapshot when one is due. It reports whether the stream goes
+// on.
+func (s *Server) catchUp(ctx context.Context, sw *sseWriter, subject string, fold *streamFold) bool {
+	if _, err := s.cfg.InboxLog.Read(ctx, subject, fold.applied, func(e events.Event) error {
+		return sw.fold(fold, e)
+	}); err != nil {
 		if ctx.Err() == nil && sw.err == nil {
 			s.log.Warn("notification stream: reading the log failed", "subject", subject, "err", err)
 		}
-		return nil
+		return false
 	}
-	if snapshot {
-		silent = 0
-		shown = counts()
-		sw.event("snapshot", applied, shown)
-	}
-	if err := sw.flush(); err != nil {
-		return nil
-	}
+	return sw.send(fold.caughtUp()) == nil && sw.flush() == nil
+}
 
+// follow sends the inbox's events as the hub hands them over, until the
+// token behind the stream expires, the server shuts down, the hub lets go
+// of the stream, or the client leaves.
+func (s *Server) follow(ctx context.Context, sw *sseWriter, f *follower, fold *streamFold, expires time.Time) {
 	heartbeat := time.NewTicker(s.cfg.Streams.Heartbeat)
 	defer heartbeat.Stop()
 	var expired <-chan time.Time
@@ -415,8 +419,8 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	for {
 		select {
 		case e := <-f.events:
-			if apply(e) != nil {
-				return nil
+			if sw.fold(fold, e) != nil {
+				return
 			}
 			// More already waiting go out in the same write.
 			if len(f.events) > 0 {
@@ -427,25 +431,120 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		case <-expired:
 			sw.event("end", 0, StreamEndDto{Reason: "expired", Message: "The token behind this stream has expired; open a new stream with a fresh token or ticket."})
 			_ = sw.flush()
-			return nil
+			return
 		case <-s.streams.closing:
 			// The client reconnects (with Last-Event-ID) to a server that is
 			// up: nothing is lost.
 			sw.raw(": server shutting down\n\n")
 			_ = sw.flush()
-			return nil
+			return
 		case <-f.dropped:
 			// Too far behind, or the hub lost the log: the client
 			// reconnects with its last event id and misses nothing.
 			_ = sw.flush()
-			return nil
+			return
 		case <-ctx.Done():
-			return nil
+			return
 		}
 		if err := sw.flush(); err != nil {
-			return nil
+			return
 		}
 	}
+}
+
+// streamFold is a stream's copy of the inbox and what its client was
+// shown of it. It folds each event once, in log order, whether the event
+// comes from the log or through the hub, and says what the client is sent
+// for it.
+type streamFold struct {
+	log     *slog.Logger
+	subject string
+
+	in       *notifications.Inbox
+	applied  uint64 // the position in holds the state at
+	silent   uint64 // events up to this one fold without being sent
+	snapshot bool   // a snapshot is due once the log is read (caughtUp)
+	// shown is the counts the client has: those of its last event, or of
+	// the position it resumes from.
+	shown StreamCountsDto
+}
+
+// streamEvent is what a stream sends for an event; a zero one sends
+// nothing.
+type streamEvent struct {
+	name string // snapshot or notification
+	id   uint64
+	data any
+}
+
+func (f *streamFold) counts() StreamCountsDto {
+	return StreamCountsDto{UnreadCount: f.in.Unread(), TotalCount: f.in.Len()}
+}
+
+// apply folds e and says what to send for it: nothing when it is already
+// in or the client has it.
+func (f *streamFold) apply(e events.Event) (streamEvent, error) {
+	if e.Seq <= f.applied {
+		return streamEvent{}, nil
+	}
+	if err := f.in.Apply(e); err != nil {
+		f.log.Error("notification stream: event does not fold", "subject", f.subject, "seq", e.Seq, "err", err)
+		return streamEvent{}, err
+	}
+	f.applied = e.Seq
+	if e.Seq <= f.silent {
+		f.shown = f.counts()
+		return streamEvent{}, nil
+	}
+	switch e.Type {
+	case events.InboxCompacted{}.EventType():
+		// It restates what the client has, unless the stream missed an
+		// event the compaction erased before it came here (the hub
+		// behind, a reconnect racing the compaction): then the counts
+		// after its last part differ from the client's, and a snapshot
+		// sets them right. (Counts first: the part is decoded only
+		// when they differ, as they do between a compaction's parts.)
+		if f.counts() == f.shown {
+			return streamEvent{}, nil
+		}
+		if last, err := lastPart(e); err != nil || !last {
+			return streamEvent{}, err
+		}
+		f.shown = f.counts()
+		return streamEvent{name: "snapshot", id: e.Seq, data: f.shown}, nil
+	case events.InboxErased{}.EventType():
+		f.shown = f.counts()
+		return streamEvent{name: "snapshot", id: e.Seq, data: f.shown}, nil
+	}
+	change, err := changeOf(e, f.in)
+	if err != nil {
+		f.log.Error("notification stream: event does not decode", "subject", f.subject, "seq", e.Seq, "err", err)
+		return streamEvent{}, err
+	}
+	f.shown = f.counts()
+	return streamEvent{name: "notification", id: e.Seq, data: change}, nil
+}
+
+// caughtUp is what to send once the log is read up to where the hub took
+// over: the snapshot, when one is due, and from then on every event.
+func (f *streamFold) caughtUp() streamEvent {
+	if !f.snapshot {
+		return streamEvent{}
+	}
+	f.snapshot, f.silent = false, 0
+	f.shown = f.counts()
+	return streamEvent{name: "snapshot", id: f.applied, data: f.shown}
+}
+
+// lastPart reports whether e, an InboxCompacted, is its compaction's last
+// part: the inbox is whole again only after it.
+func lastPart(e events.Event) (bool, error) {
+	p, err := events.Decode(e)
+	if err != nil {
+		return false, err
+	}
+	part, ok := p.(*events.InboxCompacted)
+	return ok && part.Part == part.Parts, nil
 }
 
 // lastEventID is the position a reconnecting client saw last: the
@@ -467,17 +566,6 @@ func lastEventID(r *http.Request) (uint64, bool, error) {
 }
 
 // changeOf describes event e, already folded into in.
-// lastPart reports whether e, an InboxCompacted, is its compaction's last
-// part: the inbox is whole again only after it.
-func lastPart(e events.Event) (bool, error) {
-	p, err := events.Decode(e)
-	if err != nil {
-		return false, err
-	}
-	part, ok := p.(*events.InboxCompacted)
-	return ok && part.Part == part.Parts, nil
-}
-
 func changeOf(e events.Event, in *notifications.Inbox) (StreamChangeDto, error) {
 	p, err := events.Decode(e)
 	if err != nil {
@@ -544,6 +632,25 @@ func (sw *sseWriter) event(name string, id uint64, data any) {
 	sb.Write(b) // JSON has no raw newline: one data line
 	sb.WriteString("\n\n")
 	sw.raw(sb.String())
+}
+
+// send writes ev, when it is one, and reports the first error.
+func (sw *sseWriter) send(ev streamEvent) error {
+	if ev.name == "" {
+		return nil
+	}
+	sw.event(ev.name, ev.id, ev.data)
+	return sw.err
+}
+
+// fold folds e into f and sends what f says to: it fails when e does not
+// fold, or the client is gone.
+func (sw *sseWriter) fold(f *streamFold, e events.Event) error {
+	ev, err := f.apply(e)
+	if err != nil {
+		return err
+	}
+	return sw.send(ev)
 }
 
 func (sw *sseWriter) flush() error {
