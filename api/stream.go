@@ -247,6 +247,17 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	defer a.release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	if isHead(r) {
+		// The stream's head is all a HEAD gets; it must not hold a
+		// stream, so it is answered before the subscription and the
+		// inbox's load, with the status a GET gets: its slot and its
+		// position are checked as a GET's are.
+		if _, err := s.streamFirst(ctx, a.subject, a.from); err != nil {
+			return err
+		}
+		s.startEvents(w)
+		return nil
+	}
 
 	// Subscribe first: what the log holds after the state startFold reads
 	// is read from the log (catchUp), everything later comes through the
@@ -256,15 +267,16 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		return unavailable(err)
 	}
 	defer unsubscribe()
-	fold, err := s.startFold(ctx, a.subject, a.from)
+	first, err := s.streamFirst(ctx, a.subject, a.from)
+	if err != nil {
+		return err
+	}
+	fold, err := s.startFold(ctx, a.subject, a.from, first)
 	if err != nil {
 		return err
 	}
 
 	sw := s.startEvents(w)
-	if isHead(r) {
-		return nil // the stream's head is all a HEAD gets; it must not hold a stream
-	}
 	// Reconnect after a second when the server ends the stream (a restart).
 	sw.raw("retry: 1000\n\n")
 	if s.catchUp(ctx, sw, a.subject, fold) {
@@ -324,16 +336,33 @@ func (p streamFrom) snapshot(first uint64) bool {
 	return !p.resume || p.after+1 < first || first == 0
 }
 
-// startFold reads the state a stream starts from: what the log holds of
-// the inbox after it is read next (catchUp), sent or not as the client's
-// position says.
-func (s *Server) startFold(ctx context.Context, subject string, from streamFrom) (*streamFold, error) {
+// streamFirst is the position of the oldest event the log holds of the
+// inbox, which decides whether the client's position is resumed from. It
+// refuses a position past the log's end: that cannot come from this
+// stream.
+func (s *Server) streamFirst(ctx context.Context, subject string, from streamFrom) (uint64, error) {
 	first, err := s.cfg.InboxLog.FirstSeq(ctx, subject)
 	if err != nil {
-		return nil, unavailable(err)
+		return 0, unavailable(err)
 	}
+	if !from.snapshot(first) && from.after > 0 {
+		last, err := s.cfg.InboxLog.End(ctx, events.KindInbox)
+		if err != nil {
+			return 0, unavailable(err)
+		}
+		if from.after > last {
+			return 0, commands.Invalid(map[string][]string{"Last-Event-ID": {"The log has no such position yet."}})
+		}
+	}
+	return first, nil
+}
+
+// startFold reads the state a stream starts from, first being the
+// position streamFirst answered: what the log holds of the inbox after it
+// is read next (catchUp), sent or not as the client's position says.
+func (s *Server) startFold(ctx context.Context, subject string, from streamFrom, first uint64) (*streamFold, error) {
 	fold := &streamFold{log: s.log, subject: subject}
-	err = s.cfg.Inboxes.Load(ctx, subject, func(cur *notifications.Inbox, seq uint64) error {
+	err := s.cfg.Inboxes.Load(ctx, subject, func(cur *notifications.Inbox, seq uint64) error {
 		switch {
 		case from.snapshot(first):
 			// The snapshot is of the log's end, not of this instance's
@@ -359,16 +388,6 @@ func (s *Server) startFold(ctx context.Context, subject string, from streamFrom)
 	})
 	if err != nil {
 		return nil, err
-	}
-	if from.resume && !fold.snapshot && fold.applied <= from.after && from.after > 0 {
-		// A position past the log's end cannot come from this stream.
-		last, err := s.cfg.InboxLog.End(ctx, events.KindInbox)
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		if from.after > last {
-			return nil, commands.Invalid(map[string][]string{"Last-Event-ID": {"The log has no such position yet."}})
-		}
 	}
 	fold.shown = fold.counts()
 	return fold, nil

@@ -598,3 +598,82 @@ func TestNotificationStreamEndsOnShutdown(t *testing.T) {
 		t.Fatal("the service did not stop with a stream open")
 	}
 }
+
+// TestNotificationStreamHeadHoldsNothing: a HEAD of the stream answers
+// what a GET would, headers only, without subscribing to the hub or
+// loading the inbox for a stream it never sends. Before, it did both.
+func TestNotificationStreamHeadHoldsNothing(t *testing.T) {
+	s := startService(t, func(env map[string]string) { env["ASTRO_STREAMS_PER_USER"] = "3" })
+	alice, carol, dave := token(t, "alice", "w1"), token(t, "carol", "w1"), token(t, "dave", "w1")
+	pos := strconv.FormatUint(positionOf(t, s.call("POST", sendPath, sender(t, "w1"), sendBody("alice")).want(t, 200)), 10)
+	head := func(tok, lastEventID string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest("HEAD", s.base+streamPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if lastEventID != "" {
+			req.Header.Set("Last-Event-ID", lastEventID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if body, _ := io.ReadAll(resp.Body); len(body) != 0 {
+			t.Errorf("HEAD with Last-Event-ID %q: %d bytes of content", lastEventID, len(body))
+		}
+		return resp
+	}
+	// Every load of an inbox, from memory or cold.
+	loads := func() float64 {
+		t.Helper()
+		sc := s.scrape(s.base + "/metrics")
+		return max(sc.value("astro_aggregate_cache_hits_total", "aggregate", "inbox"), 0) +
+			max(sc.value("astro_aggregate_cache_misses_total", "aggregate", "inbox"), 0)
+	}
+
+	cases := []struct {
+		name, tok, lastEventID string
+		status                 int
+	}{
+		{"a new client", carol, "", 200},
+		{"an empty inbox, any position", carol, "999999", 200}, // a snapshot
+		{"a resume", alice, pos, 200},
+		{"a position past the log's end", alice, "999999", 400},
+		{"not a position", alice, "x", 400},
+	}
+	before := loads()
+	for _, c := range cases {
+		if resp := head(c.tok, c.lastEventID); resp.StatusCode != c.status {
+			t.Errorf("HEAD, %s: HTTP %d, want %d", c.name, resp.StatusCode, c.status)
+		} else if c.status == 200 && resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Errorf("HEAD, %s: Content-Type %q", c.name, resp.Header.Get("Content-Type"))
+		}
+	}
+	if after := loads(); after != before {
+		t.Errorf("HEADs of the stream loaded inboxes %v times", after-before)
+	}
+	// GET answers the same.
+	for _, c := range cases {
+		var headers []string
+		if c.lastEventID != "" {
+			headers = []string{"Last-Event-ID", c.lastEventID}
+		}
+		st, env := s.stream(c.tok, "", headers...)
+		if st != nil {
+			st.close()
+		}
+		if env.Status != c.status {
+			t.Errorf("GET, %s: HTTP %d, want %d as HEAD", c.name, env.Status, c.status)
+		}
+	}
+	// A HEAD is refused where a GET would be: past the user's streams.
+	for range 3 {
+		s.stream(dave, "")
+	}
+	if resp := head(dave, ""); resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("HEAD past the user's streams: HTTP %d, Retry-After %q; want 429 as GET", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
