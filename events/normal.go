@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // Today's forms of what an older Astro wrote. Before ids were named where
@@ -23,9 +24,10 @@ import (
 const NilUUID = "00000000-0000-0000-0000-000000000000"
 
 // Normal is the notification as today's Astro would have stored it: its
-// sender and data by NormalSender and NormalData.
+// sender and data by NormalSender and NormalData, its texts by NormalText.
 func (p NotificationSent) Normal() NotificationSent {
 	p.SenderID = NormalSender(p.SenderID)
+	p.NotificationType, p.Subject, p.Message = NormalText(p.NotificationType), NormalText(p.Subject), NormalText(p.Message)
 	p.Data = NormalData(p.Data)
 	return p
 }
@@ -34,8 +36,40 @@ func (p NotificationSent) Normal() NotificationSent {
 // NotificationSent.Normal.
 func (n CompactedNotification) Normal() CompactedNotification {
 	n.SenderID = NormalSender(n.SenderID)
+	n.NotificationType, n.Subject, n.Message = NormalText(n.NotificationType), NormalText(n.Subject), NormalText(n.Message)
 	n.Data = NormalData(n.Data)
 	return n
+}
+
+// NormalText is a text as PostgreSQL can store it. An older Astro took NUL
+// in a notification's texts, which today's refuses at the door and the
+// read model cannot hold: the projector parked such a notification, and
+// every compaction restating it. Each NUL becomes U+FFFD, the character
+// that stands for one that cannot be shown.
+func NormalText(s string) string {
+	if !strings.Contains(s, "\x00") {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\ufffd")
+}
+
+// normalString is a data string as PostgreSQL can store it, and true, when
+// it must change: an older Astro kept data's strings as they came, with
+// \u0000 and lone surrogate escapes, which jsonb refuses. Decoding turns a
+// lone surrogate into U+FFFD; NormalText does the same for NUL.
+func normalString(value json.RawMessage) (json.RawMessage, bool) {
+	if !bytes.Contains(value, []byte(`\u`)) {
+		return nil, false
+	}
+	var s string
+	if json.Unmarshal(value, &s) != nil || !strings.ContainsAny(s, "\x00\ufffd") {
+		return nil, false
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(NormalText(s)) // a string always encodes
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), true
 }
 
 // Normal is the compaction part with each notification's Normal: a
@@ -71,7 +105,8 @@ func NormalSender(id string) string {
 // (DataFieldName), the uuid fields named by DataUUID, the others strings.
 // Each field is nullable, so a value that is neither (a uuid field
 // DataUUID cannot name, a number in taskName) becomes null rather than a
-// guess at what was meant. Unknown fields go, and so does data that is no
+// guess at what was meant. A string PostgreSQL cannot store is made one it
+// can (normalString). Unknown fields go, and so does data that is no
 // object: it is served as {}. One field spelt twice keeps its own
 // spelling's value, else the first. Data that needs no change is returned
 // as it came; otherwise the kept members' bytes stay, in their order,
@@ -121,6 +156,8 @@ func NormalData(data json.RawMessage) json.RawMessage {
 			}
 		} else if value[0] != '"' && string(value) != "null" {
 			m.value, changed = json.RawMessage("null"), true
+		} else if s, ok := normalString(value); ok {
+			m.value, changed = s, true
 		}
 		if i, seen := at[field]; seen {
 			changed = true

@@ -47,6 +47,11 @@ func TestNormalData(t *testing.T) {
 		{"twice, neither its own spelling", `{"TaskName":"a","TASKNAME":"b"}`, `{"taskName":"a"}`},
 		{"only unknown fields", `{"marker":1,"Marker":{"a":[1]}}`, `{}`},
 		{"kept values keep their bytes", `{ "taskName" : "a\u00e9 b" , "x" : 1 }`, `{"taskName":"a\u00e9 b"}`},
+		// What jsonb refuses: NUL, and a lone surrogate (an older Astro
+		// kept data's strings as they came).
+		{"NUL in a string", `{"taskName":"a\u0000b","view":"v"}`, "{\"taskName\":\"a\ufffdb\",\"view\":\"v\"}"},
+		{"lone surrogate", `{"taskName":"\ud800x <b>"}`, "{\"taskName\":\"\ufffdx <b>\"}"},
+		{"a U+FFFD already there, as an escape", `{"taskName":"\ufffd"}`, "{\"taskName\":\"\ufffd\"}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := NormalData(json.RawMessage(tc.data))
@@ -170,6 +175,25 @@ func TestResourceUpsertedNormal(t *testing.T) {
 		}
 		if got.Name != p.Name || got.CountryCode != p.CountryCode || got.IsActive != p.IsActive || got.IsGuest != p.IsGuest {
 			t.Errorf("%q: Normal changed more than the id: %+v", tc.id, got)
+		}
+	}
+}
+
+// TestNormalText: an older Astro took NUL in a notification's texts, which
+// PostgreSQL cannot store: the projector parked the notification, and
+// every compaction that restated it, for good.
+func TestNormalText(t *testing.T) {
+	for in, want := range map[string]string{"": "", "plain é": "plain é", "a\x00b\x00": "a\ufffdb\ufffd"} {
+		if got := NormalText(in); got != want {
+			t.Errorf("NormalText(%q) = %q, want %q", in, got, want)
+		}
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sent := NotificationSent{SenderID: NilUUID, NotificationType: "t\x00", Subject: "s\x00", Message: "m\x00", CreateDate: at}.Normal()
+	compacted := CompactedNotification{SenderID: NilUUID, NotificationType: "t\x00", Subject: "s\x00", Message: "m\x00", CreateDate: at}.Normal()
+	for _, got := range [][3]string{{sent.NotificationType, sent.Subject, sent.Message}, {compacted.NotificationType, compacted.Subject, compacted.Message}} {
+		if got != [3]string{"t\ufffd", "s\ufffd", "m\ufffd"} {
+			t.Errorf("texts after Normal: %q", got)
 		}
 	}
 }

@@ -77,8 +77,9 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 func (*Notifications) Name() string { return NotificationsName }
 
 // Version implements Model. 3: senders and data an older Astro stored
-// as they came ("bob", {"taskId":42}) are stored in today's forms.
-func (*Notifications) Version() int { return 3 }
+// as they came ("bob", {"taskId":42}) are stored in today's forms. 4: and
+// texts with NUL, which were parked (events.NormalText).
+func (*Notifications) Version() int { return 4 }
 
 // Tables implements Model: a batch writes notifications first.
 func (*Notifications) Tables() []string { return []string{"notifications", "notification_counts"} }

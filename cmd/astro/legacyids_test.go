@@ -230,3 +230,34 @@ func TestLegacyIDsAreServedInTodaysForms(t *testing.T) {
 		check("the list after the compaction", n)
 	}
 }
+
+// TestLegacyNULIsServed: an older Astro took NUL in a notification's texts
+// and data's strings, which PostgreSQL cannot store. The projector parked
+// the notification, and every compaction restating it, which left the
+// inbox due and compacted again at every round, for good. It is served
+// with U+FFFD in their place, before and after a compaction.
+func TestLegacyNULIsServed(t *testing.T) {
+	s := startService(t, func(env map[string]string) { env["ASTRO_ERASE_WITHIN"] = "2s" })
+	svc, alice := sender(t, "w1"), token(t, "alice", "w1")
+	inbox := events.Aggregate{Kind: events.KindInbox, ID: "alice"}
+	id := events.NewID(time.Now())
+	appendAsWritten(t, s, "NotificationSent", 1, inbox, 0, `{"notificationId":"`+id+`","recipientId":"alice","senderId":"bob",`+
+		`"notificationType":"task","subject":"s\u0000","message":"a\u0000b","data":{"taskName":"t\u0000"},"createDate":"2026-01-01T00:00:00Z"}`)
+	s.send(svc, "alice", "bob", "task")
+	served := func() error {
+		for _, n := range s.page(alice, "?asFlatList=true").Items {
+			if n.ID == id {
+				if n.Subject != "s\ufffd" || n.Message != "a\ufffdb" || n.Data["taskName"] != "t\ufffd" {
+					return fmt.Errorf("served as %q, %q, %v", n.Subject, n.Message, n.Data)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("the notification is not served")
+	}
+	waitFor(t, 10*time.Second, served)
+	s.waitCompacted("alice")
+	if err := served(); err != nil {
+		t.Fatalf("after the compaction: %v", err)
+	}
+}
