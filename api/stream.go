@@ -17,7 +17,6 @@ import (
 	"astro/commands"
 	"astro/commands/notifications"
 	"astro/events"
-	"astro/events/natslog"
 	"astro/query"
 )
 
@@ -38,7 +37,7 @@ import (
 type InboxLog interface {
 	// Follow calls fn for every event on filter from the given position
 	// on, and waits for new ones until ctx ends.
-	Follow(ctx context.Context, filter string, from natslog.ScanFrom, fn func(events.Event) error) error
+	Follow(ctx context.Context, filter string, from events.ScanFrom, fn func(events.Event) error) error
 	// Read calls fn for each event of subject after position after, up to
 	// the log's end.
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)

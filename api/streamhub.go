@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"astro/events"
-	"astro/events/natslog"
 )
 
 // hub follows every inbox event of the log with one ordered consumer per
@@ -79,7 +78,7 @@ func (h *hub) subscribe(ctx context.Context, subject string) (*follower, func(),
 }
 
 func (h *hub) run(ctx context.Context, from uint64) {
-	err := h.log.Follow(ctx, events.KindSubjects(events.KindInbox), natslog.ScanFrom{Seq: from}, func(e events.Event) error {
+	err := h.log.Follow(ctx, events.KindSubjects(events.KindInbox), events.ScanFrom{Seq: from}, func(e events.Event) error {
 		subject := events.Subject(e.WorkspaceID, e.Aggregate)
 		h.mu.Lock()
 		defer h.mu.Unlock()

@@ -88,3 +88,10 @@ func Decode(e Event) (Payload, error) {
 	}
 	return p, nil
 }
+
+// ScanFrom places a read of the log: where a scan, a follow or a live
+// stream begins.
+type ScanFrom struct {
+	Seq  uint64    // first stream sequence to read; 0 with zero Time: from the start
+	Time time.Time // first event stored at or after this time, when Seq is 0
+}

@@ -57,7 +57,7 @@ func runEventsTail(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	client.ServiceOnly = *follow
-	from := natslog.ScanFrom{Seq: *fromSeq}
+	from := events.ScanFrom{Seq: *fromSeq}
 	if *since != "" {
 		var err error
 		if from.Time, err = time.Parse(time.RFC3339Nano, *since); err != nil {

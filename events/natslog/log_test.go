@@ -189,7 +189,7 @@ func TestScan(t *testing.T) {
 		}
 	}
 	var seqs []uint64
-	err := l.Scan(ctx, events.KindSubjects(events.KindHoliday), natslog.ScanFrom{Seq: 2}, func(e events.Event) error {
+	err := l.Scan(ctx, events.KindSubjects(events.KindHoliday), events.ScanFrom{Seq: 2}, func(e events.Event) error {
 		seqs = append(seqs, e.Seq)
 		return nil
 	})
@@ -197,16 +197,16 @@ func TestScan(t *testing.T) {
 		t.Fatalf("scan from 2: %v %v", seqs, err)
 	}
 	n := 0
-	if err := l.Scan(ctx, "astro.events.w9.holiday.*", natslog.ScanFrom{}, func(events.Event) error { n++; return nil }); err != nil || n != 0 {
+	if err := l.Scan(ctx, "astro.events.w9.holiday.*", events.ScanFrom{}, func(events.Event) error { n++; return nil }); err != nil || n != 0 {
 		t.Fatalf("scan of an empty filter: %d, %v", n, err)
 	}
 	// Sequences are per stream: a filter across both reads each, and
 	// cannot start at a sequence.
 	n = 0
-	if err := l.Scan(ctx, "astro.events.>", natslog.ScanFrom{}, func(events.Event) error { n++; return nil }); err != nil || n == 0 {
+	if err := l.Scan(ctx, "astro.events.>", events.ScanFrom{}, func(events.Event) error { n++; return nil }); err != nil || n == 0 {
 		t.Fatalf("scan across both streams: %d, %v", n, err)
 	}
-	if err := l.Scan(ctx, "astro.events.>", natslog.ScanFrom{Seq: 2}, func(events.Event) error { return nil }); !errors.Is(err, natslog.ErrBothStreams) {
+	if err := l.Scan(ctx, "astro.events.>", events.ScanFrom{Seq: 2}, func(events.Event) error { return nil }); !errors.Is(err, natslog.ErrBothStreams) {
 		t.Fatalf("scan across both streams from a sequence: %v, want ErrBothStreams", err)
 	}
 }

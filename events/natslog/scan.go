@@ -12,18 +12,12 @@ import (
 	"astro/events"
 )
 
-// ScanFrom places a scan in the log.
-type ScanFrom struct {
-	Seq  uint64    // first stream sequence to read; 0 with zero Time: from the start
-	Time time.Time // first event stored at or after this time, when Seq is 0
-}
-
 // Scan calls fn for every event on subjects matching filter (wildcards
 // allowed), in log order, from the given position up to the end of the log
 // as it was when the scan began. It reads through an ordered consumer,
 // which lives on the server while the scan runs and is deleted as it ends
 // (see release).
-func (l *Log) Scan(ctx context.Context, filter string, from ScanFrom, fn func(events.Event) error) error {
+func (l *Log) Scan(ctx context.Context, filter string, from events.ScanFrom, fn func(events.Event) error) error {
 	return l.scan(ctx, filter, from, false, fn)
 }
 
@@ -33,7 +27,7 @@ var ErrBothStreams = errors.New("a position is in one stream: a filter that does
 
 // Follow is Scan that does not stop at the end: it waits for new events
 // until ctx ends.
-func (l *Log) Follow(ctx context.Context, filter string, from ScanFrom, fn func(events.Event) error) error {
+func (l *Log) Follow(ctx context.Context, filter string, from events.ScanFrom, fn func(events.Event) error) error {
 	return l.scan(ctx, filter, from, true, fn)
 }
 
@@ -41,12 +35,12 @@ func (l *Log) Follow(ctx context.Context, filter string, from ScanFrom, fn func(
 // to the end of the log as it was when the read began. For a long history
 // it is much faster than Read, which asks for one event at a time.
 func (l *Log) ReadAll(ctx context.Context, subject string, fn func(events.Event) error) error {
-	return scan(ctx, l.streamOf(subject), subject, ScanFrom{}, false, fn)
+	return scan(ctx, l.streamOf(subject), subject, events.ScanFrom{}, false, fn)
 }
 
 // ScanStream is Scan of every event of the stream that keeps events of
 // kind, whatever their kind: the history stream's kinds in their one order.
-func (l *Log) ScanStream(ctx context.Context, kind string, from ScanFrom, fn func(events.Event) error) error {
+func (l *Log) ScanStream(ctx context.Context, kind string, from events.ScanFrom, fn func(events.Event) error) error {
 	st := l.history
 	if kind == events.KindInbox {
 		st = l.inboxes
@@ -54,7 +48,7 @@ func (l *Log) ScanStream(ctx context.Context, kind string, from ScanFrom, fn fun
 	return scan(ctx, st, events.SubjectPrefix+".>", from, false, fn)
 }
 
-func (l *Log) scan(ctx context.Context, filter string, from ScanFrom, follow bool, fn func(events.Event) error) error {
+func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, follow bool, fn func(events.Event) error) error {
 	if subjectKind(filter) != "" {
 		return scan(ctx, l.streamOf(filter), filter, from, follow, fn)
 	}
@@ -94,7 +88,7 @@ func (l *Log) scan(ctx context.Context, filter string, from ScanFrom, follow boo
 	return ctx.Err()
 }
 
-func scan(ctx context.Context, st jetstream.Stream, filter string, from ScanFrom, follow bool, fn func(events.Event) error) error {
+func scan(ctx context.Context, st jetstream.Stream, filter string, from events.ScanFrom, follow bool, fn func(events.Event) error) error {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
 	case from.Seq > 0:

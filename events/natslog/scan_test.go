@@ -27,27 +27,27 @@ func TestReadsLeaveNoConsumers(t *testing.T) {
 		read func(ctx context.Context, l *natslog.Log) error
 	}{
 		{"scan to the end", func(ctx context.Context, l *natslog.Log) error {
-			return l.Scan(ctx, holiday, natslog.ScanFrom{Seq: 2}, none)
+			return l.Scan(ctx, holiday, events.ScanFrom{Seq: 2}, none)
 		}},
 		{"scan of an empty range", func(ctx context.Context, l *natslog.Log) error {
-			return l.Scan(ctx, "astro.events.w9.holiday.*", natslog.ScanFrom{}, none)
+			return l.Scan(ctx, "astro.events.w9.holiday.*", events.ScanFrom{}, none)
 		}},
 		{"scan its callback stops", func(ctx context.Context, l *natslog.Log) error {
-			err := l.Scan(ctx, holiday, natslog.ScanFrom{}, func(events.Event) error { return errEnough })
+			err := l.Scan(ctx, holiday, events.ScanFrom{}, func(events.Event) error { return errEnough })
 			if !errors.Is(err, errEnough) {
 				return fmt.Errorf("scan stopped by its callback: %v, want %v", err, errEnough)
 			}
 			return nil
 		}},
 		{"scan across both streams", func(ctx context.Context, l *natslog.Log) error {
-			return l.Scan(ctx, "astro.events.>", natslog.ScanFrom{}, none)
+			return l.Scan(ctx, "astro.events.>", events.ScanFrom{}, none)
 		}},
 		{"read all of a subject", func(ctx context.Context, l *natslog.Log) error {
 			return l.ReadAll(ctx, holidaySubject("h0"), none)
 		}},
 		{"follow until cancelled", func(ctx context.Context, l *natslog.Log) error {
 			ctx, cancel := context.WithCancel(ctx)
-			err := l.Follow(ctx, holiday, natslog.ScanFrom{}, func(e events.Event) error {
+			err := l.Follow(ctx, holiday, events.ScanFrom{}, func(e events.Event) error {
 				if e.Seq == 5 {
 					cancel()
 				}

@@ -116,7 +116,7 @@ func readStream(ctx context.Context, l *natslog.Log, kind string) ([]events.Even
 			time.Sleep(250 * time.Millisecond) // let a cluster settle; bounded by the resets
 		}
 		scanCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = l.ScanStream(scanCtx, kind, natslog.ScanFrom{Seq: last + 1}, keep)
+		err = l.ScanStream(scanCtx, kind, events.ScanFrom{Seq: last + 1}, keep)
 		cancel()
 		if err != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("natstest: read the %s stream at %d of %d: %w", kind, last, end, err)

@@ -14,14 +14,13 @@ import (
 
 	"astro/commands"
 	"astro/events"
-	"astro/events/natslog"
 	"astro/query"
 )
 
 // Log is the event log as history reads it.
 type Log interface {
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
-	Scan(ctx context.Context, filter string, from natslog.ScanFrom, fn func(events.Event) error) error
+	Scan(ctx context.Context, filter string, from events.ScanFrom, fn func(events.Event) error) error
 }
 
 // HolidayEvent is one entry of a holiday's history.
@@ -179,7 +178,7 @@ func (h *Holidays) AsOf(ctx context.Context, workspaceID, id string, at time.Tim
 func (h *Holidays) resourcesAt(ctx context.Context, workspaceID string, at time.Time, c *events.HolidayCreated) ([]string, error) {
 	latest := map[string]*events.ResourceUpserted{}
 	filter := events.SubjectPrefix + "." + workspaceID + "." + events.KindResource + ".*"
-	err := h.log.Scan(ctx, filter, natslog.ScanFrom{}, func(e events.Event) error {
+	err := h.log.Scan(ctx, filter, events.ScanFrom{}, func(e events.Event) error {
 		if e.Time.After(at) {
 			return nil
 		}
