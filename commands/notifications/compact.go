@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"astro/commands"
@@ -93,9 +93,19 @@ type Compactor struct {
 
 	// One operation at a time on an inbox: a compaction that purges,
 	// beside an erasure of the same inbox, could take what the erasure
-	// has yet to overwrite, and leave its bytes in the files.
-	seed  maphash.Seed
-	locks [64]chan struct{} // a token each: taken with a deadline
+	// has yet to overwrite, and leave its bytes in the files. A lock of
+	// its own for each: an inbox sharing one with another user's would
+	// make that user's erasure wait out a compaction it has no part in,
+	// up to its deadline.
+	mu    sync.Mutex
+	locks map[string]*inboxLock
+}
+
+// inboxLock is the lock of one inbox: a token, taken with a deadline, and
+// how many hold or wait for it, so that the last to leave removes it.
+type inboxLock struct {
+	token chan struct{}
+	users int
 }
 
 // NewCompactor returns a Compactor working on the inboxes of store, which
@@ -113,22 +123,33 @@ func NewCompactor(store *Inboxes, log Log, erase Eraser, ledger Ledger, now func
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Compactor{inboxes: store, log: log, erase: erase, ledger: ledger, now: now, cfg: cfg, seed: maphash.MakeSeed()}
-	for i := range c.locks {
-		c.locks[i] = make(chan struct{}, 1)
-	}
-	return c, nil
+	return &Compactor{inboxes: store, log: log, erase: erase, ledger: ledger, now: now, cfg: cfg, locks: map[string]*inboxLock{}}, nil
 }
 
 // lock takes the inbox on subject for one operation, waiting no longer
 // than ctx allows: a request's erasure that meets a long compaction
 // gives up at its deadline. The caller calls unlock.
 func (c *Compactor) lock(ctx context.Context, subject string) (unlock func(), err error) {
-	l := c.locks[maphash.String(c.seed, subject)%uint64(len(c.locks))]
+	c.mu.Lock()
+	l := c.locks[subject]
+	if l == nil {
+		l = &inboxLock{token: make(chan struct{}, 1)}
+		c.locks[subject] = l
+	}
+	l.users++
+	c.mu.Unlock()
+	leave := func() {
+		c.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(c.locks, subject)
+		}
+		c.mu.Unlock()
+	}
 	select {
-	case l <- struct{}{}:
-		return func() { <-l }, nil
+	case l.token <- struct{}{}:
+		return func() { <-l.token; leave() }, nil
 	case <-ctx.Done():
+		leave()
 		return nil, fmt.Errorf("wait for %s: %w", subject, ctx.Err())
 	}
 }

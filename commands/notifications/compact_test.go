@@ -805,3 +805,65 @@ func TestErasureWaitingForACompactionKeepsItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Each inbox has a lock of its own: while one user's inbox is compacted,
+// no other inbox waits, so another user's erasure does not wait out a
+// compaction it has no part in, up to its request's deadline. When the
+// inbox locks were 64 shared by hashing the subject, one in 64 did. The
+// lock of an inbox goes when its last holder leaves.
+func TestOtherInboxesDoNotWaitForACompaction(t *testing.T) {
+	f := newLogFixture(t, 0)
+	ctx := t.Context()
+	f.send(t, "alice", "m")
+	compacting, finish := make(chan struct{}), make(chan struct{})
+	held := &beforeErase{Log: f.log, before: func() { close(compacting); <-finish }}
+	comp, err := NewCompactor(f.store, f.log, held, f.log.Pending(), time.Now, CompactorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted := make(chan error, 1)
+	go func() { _, err := comp.Compact(ctx, "w1", "alice"); compacted <- err }()
+	<-compacting
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(finish)
+			if err := <-compacted; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(release)
+
+	// A thousand other inboxes: with 64 shared locks, about 16 of them
+	// would share alice's.
+	var waited []string
+	for i := range 1000 {
+		user := fmt.Sprint("user", i)
+		probe, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		unlock, err := comp.lock(probe, events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: user}))
+		cancel()
+		if err != nil {
+			waited = append(waited, user)
+			continue
+		}
+		unlock()
+	}
+	erase := "bob"
+	if len(waited) > 0 {
+		t.Errorf("%d inboxes waited for alice's compaction: %v", len(waited), waited)
+		erase = waited[0]
+	}
+	f.send(t, erase, "m")
+	request, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := comp.Erase(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo"}, erase); err != nil {
+		t.Errorf("erasing %s while alice's inbox is compacted: %v", erase, err)
+	}
+
+	release() // every operation has ended: nothing holds or waits
+	if len(comp.locks) != 0 {
+		t.Errorf("%d inbox locks left after every operation ended", len(comp.locks))
+	}
+}
