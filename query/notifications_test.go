@@ -103,8 +103,12 @@ func TestPageReadDuringARebuildSwitch(t *testing.T) {
 }
 
 // An inbox is due for compaction once it has had enough events since its
-// last one, or has had any and holds one older than the bound; an inbox
-// idle since its compaction holds nothing to erase, and is never due.
+// last compaction, or has had any and holds one older than the bound. An
+// inbox idle since its compaction holds nothing of its own to erase: it is
+// due only when idle ones are asked for (the turnover mode, where its live
+// parts would keep their block, and what others removed in it, for good),
+// and after every inbox with events, however much older it is, so that the
+// round's limit never leaves those out for it.
 func TestCompactionsDue(t *testing.T) {
 	db := pgtest.Open(t)
 	ctx := t.Context()
@@ -120,7 +124,9 @@ func TestCompactionsDue(t *testing.T) {
 		{"busy", 1000, now},
 		{"old-change", 1, now.Add(-13 * time.Hour)},
 		{"idle-since-compaction", 0, now.Add(-13 * time.Hour)},
+		{"idle-for-long", 0, now.Add(-40 * time.Hour)},
 		{"recent-change", 1, now.Add(-time.Hour)},
+		{"recently-compacted", 0, now.Add(-time.Hour)},
 	} {
 		if _, err := db.ExecContext(ctx, `INSERT INTO notification_counts (workspace_id, recipient_id, total, unread, seq, events, oldest)
 			VALUES ('ws', $1, 1, 0, 1, $2, $3)`, r.user, r.events, r.oldest); err != nil {
@@ -131,15 +137,29 @@ func TestCompactionsDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	due, err := q.Due(ctx, 1000, now.Add(-12*time.Hour), 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var users []string
-	for _, in := range due {
-		users = append(users, in.RecipientID)
-	}
-	if fmt.Sprint(users) != "[old-change busy]" {
-		t.Fatalf("due: %v, want [old-change busy]", users)
+	for _, c := range []struct {
+		name  string
+		idle  bool
+		limit int
+		want  string
+	}{
+		{"overwrite mode", false, 100, "[old-change busy]"},
+		{"turnover mode", true, 100, "[old-change busy idle-for-long idle-since-compaction]"},
+		{"turnover mode, a round too small for all", true, 3, "[old-change busy idle-for-long]"},
+		{"turnover mode, a round too small for the changed ones", true, 1, "[old-change]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			due, err := q.Due(ctx, 1000, now.Add(-12*time.Hour), c.idle, c.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var users []string
+			for _, in := range due {
+				users = append(users, in.RecipientID)
+			}
+			if got := fmt.Sprint(users); got != c.want {
+				t.Fatalf("due: %v, want %v", got, c.want)
+			}
+		})
 	}
 }

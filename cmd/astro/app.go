@@ -226,8 +226,8 @@ func (a *app) addTo(g *group) {
 // dueInboxes lists the inboxes due for compaction from the read model.
 type dueInboxes struct{ q *query.Compactions }
 
-func (d dueInboxes) Due(ctx context.Context, events int, olderThan time.Time, limit int) ([]notifications.DueInbox, error) {
-	in, err := d.q.Due(ctx, events, olderThan, limit)
+func (d dueInboxes) Due(ctx context.Context, events int, olderThan time.Time, idle bool, limit int) ([]notifications.DueInbox, error) {
+	in, err := d.q.Due(ctx, events, olderThan, idle, limit)
 	out := make([]notifications.DueInbox, len(in))
 	for i, x := range in {
 		out[i] = notifications.DueInbox{WorkspaceID: x.WorkspaceID, RecipientID: x.RecipientID}

@@ -74,10 +74,13 @@ type CompactorConfig struct {
 	// inside a NATS message (1 MiB by default). Default 256 KiB.
 	PartBytes int
 	// EraseWithin bounds how long a deleted notification's content stays
-	// in the log's files. Every inbox is compacted once its oldest event
-	// is half this old; a compaction overwrites what it removes unless
-	// the log closes its blocks within a quarter of it (Eraser.Turnover),
-	// in which case dropping the blocks erases it in time. Default 24h.
+	// in the log's files. Every inbox with events since its compaction is
+	// compacted once its oldest event is half this old; a compaction
+	// overwrites what it removes unless the log closes its blocks within
+	// a quarter of it (Eraser.Turnover), in which case dropping the blocks
+	// erases it in time, and then an inbox idle since its compaction is
+	// compacted again at that age too: its live parts would keep their
+	// block, and whatever others removed in it, for good. Default 24h.
 	EraseWithin time.Duration
 	Logger      *slog.Logger
 }
@@ -228,15 +231,26 @@ func (c *Compactor) compact(ctx context.Context, workspace, recipient string) (C
 	if out.Parts == 0 {
 		return Compacted{}, fmt.Errorf("compact %s: nothing appended", subject)
 	}
-	turnover, err := c.erase.Turnover(ctx, subject)
+	overwrite, err := c.overwrites(ctx, subject)
 	if err != nil {
 		return out, err
 	}
-	out.Overwrote = turnover <= 0 || turnover > c.cfg.EraseWithin/4
+	out.Overwrote = overwrite
 	if out.Erased, err = c.finish(ctx, subject, out.Seq, out.Overwrote, false); err != nil {
 		return out, err
 	}
 	return out, nil
+}
+
+// overwrites tells whether a compaction of subject overwrites what it
+// removes: unless the log's turnover drops its blocks within a quarter of
+// EraseWithin.
+func (c *Compactor) overwrites(ctx context.Context, subject string) (bool, error) {
+	turnover, err := c.erase.Turnover(ctx, subject)
+	if err != nil {
+		return false, err
+	}
+	return turnover <= 0 || turnover > c.cfg.EraseWithin/4, nil
 }
 
 // Erased is the receipt of an inbox's erasure.
@@ -537,9 +551,10 @@ func (in *Inbox) compaction(recipient, id string, content map[events.UUID]events
 // Due lists inboxes due for compaction.
 type Due interface {
 	// Due lists at most limit inboxes that had at least events events
-	// since their last compaction, or whose log holds an event from
-	// before olderThan.
-	Due(ctx context.Context, events int, olderThan time.Time, limit int) ([]DueInbox, error)
+	// since their last compaction, or had any and hold one from before
+	// olderThan; with idle, also those that had none since a compaction
+	// from before olderThan, after every inbox that had some.
+	Due(ctx context.Context, events int, olderThan time.Time, idle bool, limit int) ([]DueInbox, error)
 }
 
 // DueInbox names an inbox due for compaction.
@@ -608,9 +623,22 @@ func (c *Compactor) Run(ctx context.Context, due Due, s Schedule) error {
 	}
 }
 
-// round compacts the inboxes due now.
+// round compacts the inboxes due now. When compactions leave what they
+// remove to the log's turnover, inboxes idle since their compaction are
+// due too once it is half EraseWithin old: a block is dropped only when
+// nothing in it is live, and their parts would keep it, with the content
+// others removed in it, for good. Compacting them again moves their parts
+// to the block being written. They come after the inboxes with events,
+// so they take no round from those; overwriting leaves nothing to keep.
 func (c *Compactor) round(ctx context.Context, due Due, s Schedule) {
-	inboxes, err := due.Due(ctx, s.Every, c.now().Add(-c.cfg.EraseWithin/2), s.Batch)
+	overwrite, err := c.overwrites(ctx, events.KindSubjects(events.KindInbox))
+	if err != nil {
+		if ctx.Err() == nil {
+			c.cfg.Logger.Warn("compaction: the log's turnover", "err", err)
+		}
+		return
+	}
+	inboxes, err := due.Due(ctx, s.Every, c.now().Add(-c.cfg.EraseWithin/2), !overwrite, s.Batch)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.cfg.Logger.Warn("compaction: listing the inboxes due", "err", err)
