@@ -29,6 +29,10 @@ type Log interface {
 	notifications.Eraser
 	// Subjects lists the subjects matching filter that hold events.
 	Subjects(ctx context.Context, filter string) ([]string, error)
+	// EraseSubjects erases every event of each of subjects, those
+	// appended while it runs too, until they hold none; it returns how
+	// many it removed.
+	EraseSubjects(ctx context.Context, subjects []string) (int, error)
 }
 
 // Snapshots erases aggregate snapshots.
@@ -203,14 +207,29 @@ func (x *Eraser) count(ctx context.Context, ws string) (holidays, resources, inb
 }
 
 // finish removes the workspace's data the WorkspaceErased event at seq
-// replaces: every inbox is erased, and every holiday, resource and earlier
-// workspace event before seq removed with its snapshots and parked copies.
+// replaces: every inbox is erased, every holiday that existed before seq
+// removed whole, and every resource and earlier workspace event before seq
+// removed, with their snapshots and parked copies.
 func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out *Receipt) error {
 	ws := by.WorkspaceID
 	// Holidays and resources first: a few subjects, quickly gone, where
 	// the inboxes can take minutes. Until they are, a holiday's history
-	// still shows it, and a rename of it is still decided.
-	for _, kind := range []string{events.KindHoliday, events.KindResource, events.KindWorkspace} {
+	// still shows it. A rename decided meanwhile, on state an instance
+	// read before seq, lands after seq: a holiday created before the
+	// erasure has no legitimate event after it, so its subject is emptied
+	// whole, and a later rename on that state then conflicts, reloads and
+	// finds no holiday. A resource is an upsert: one after seq creates it
+	// anew, and stays.
+	erased, err := x.holidaysBefore(ctx, ws, seq)
+	if err != nil {
+		return err
+	}
+	n, err := x.log.EraseSubjects(ctx, erased)
+	out.Events += n
+	if err != nil {
+		return err
+	}
+	for _, kind := range []string{events.KindResource, events.KindWorkspace} {
 		n, err := x.log.EraseBefore(ctx, events.Subject(ws, events.Aggregate{Kind: kind, ID: "*"}), seq, true)
 		if err != nil {
 			return err
@@ -246,6 +265,36 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 	}
 	return x.ledger.Done(ctx, self)
 }
+
+// holidaysBefore lists the subjects of workspace ws's holidays that the
+// erasure at seq removes whole: every one created before seq, and every
+// one whose history no longer begins with its creation, which is what an
+// erasure cut short while it emptied a subject left (EraseSubjects
+// erases the creation first).
+func (x *Eraser) holidaysBefore(ctx context.Context, ws string, seq uint64) ([]string, error) {
+	subjects, err := x.log.Subjects(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindHoliday, ID: "*"}))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range subjects {
+		var first *events.Event
+		_, err := x.log.Read(ctx, s, 0, func(e events.Event) error { first = &e; return errFirst })
+		if err != nil && !errors.Is(err, errFirst) {
+			return nil, fmt.Errorf("read %s: %w", s, err)
+		}
+		if first == nil {
+			continue // emptied meanwhile
+		}
+		if first.Seq < seq || first.Type != (events.HolidayCreated{}).EventType() {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// errFirst stops a read at a subject's first event.
+var errFirst = errors.New("first event read")
 
 // Finish finishes the erasures of workspaces begun before begunBefore
 // (any, when it is zero) and cut short, by a stop or by their request's

@@ -16,6 +16,7 @@ import (
 	"astro/events/natslog"
 	"astro/events/natsserver"
 	"astro/events/natstest"
+	"astro/query/history"
 )
 
 // cutAfter is a log whose first append of an event of type typ is the
@@ -366,5 +367,118 @@ func TestWorkspaceErasureDropsTheSnapshotsOnce(t *testing.T) {
 	}
 	if seq, _, err := l.Snapshots().Load(t.Context(), key); err != nil || seq != 0 {
 		t.Fatalf("after the erasure alice's inbox snapshot is at %d (%v), want none", seq, err)
+	}
+}
+
+// renameAfter is a log on which, once the erasure's event is appended and
+// before anything is removed, another instance's command runs: a rename
+// decided in that window on the state it read before the erasure.
+type renameAfter struct {
+	*natslog.Log
+	window func()
+}
+
+func (l renameAfter) Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+	seq, err := l.Log.Append(ctx, subject, expected, e)
+	if err == nil && e.Type == (events.WorkspaceErased{}).EventType() {
+		l.window()
+	}
+	return seq, err
+}
+
+// A rename racing a workspace's erasure, appended after its event on a
+// holiday created before it: the erasure removes it with the holiday, so
+// a rename on the same instance's stale state, and the holiday's history,
+// answer not found. A holiday created after the erasure's event stays.
+func TestARenameRacingAWorkspaceErasureGoesWithItsHoliday(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	ctx := t.Context()
+	resources, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hol, err := commands.NewStore(l, l.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := holidays.NewHandlers(hol, resources, func(string) bool { return true }, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr := commands.Caller{WorkspaceID: "w1", UserID: "hr"}
+	create := func() string {
+		t.Helper()
+		reason := "SECRET-OFFSITE"
+		id, _, _, err := h.Create.Handle(ctx, holidays.Create{Caller: hr, Reason: &reason, Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	rename := func(id string) error {
+		reason := "RENAMED-" + events.NewID(time.Now())
+		_, _, err := h.Rename.Handle(ctx, holidays.Rename{Caller: hr, HolidayID: id, Reason: &reason})
+		return err
+	}
+	erased := create()
+	var later string
+	racing := renameAfter{Log: l, window: func() {
+		if err := rename(erased); err != nil {
+			t.Errorf("the rename in the erasure's window: %v", err)
+		}
+		later = create()
+	}}
+	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}
+	if _, err := eraserOn(t, racing, l).Workspace(ctx, dpo); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := countEvents(t, l, events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: erased})); n != 0 {
+		t.Errorf("the erased holiday's subject keeps %d events", n)
+	}
+	if err := rename(erased); commands.ErrorCode(err) != commands.ENotFound {
+		t.Errorf("a rename of the erased holiday after the erasure: %v, want not found", err)
+	}
+	hist, err := history.NewHolidays(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := hist.History(ctx, "w1", erased, 0, 0); commands.ErrorCode(err) != commands.ENotFound {
+		t.Errorf("the erased holiday's history: %+v, %v, want not found", got, err)
+	}
+	if n := countEvents(t, l, events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: later})); n != 1 {
+		t.Errorf("the holiday created after the erasure's event has %d events, want its 1", n)
+	}
+	if err := rename(later); err != nil {
+		t.Errorf("a rename of the holiday created after the erasure's event: %v", err)
+	}
+}
+
+// An erasure stopped once a holiday's creation was gone, leaving a rename
+// appended after the erasure's event: finishing it empties the subject,
+// though nothing left in it comes before that event.
+func TestFinishTakesWhatIsLeftOfAHolidayWhoseCreationWent(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	ctx := t.Context()
+	holiday := createHoliday(t, l, "h1", "SECRET-OFFSITE")
+	request, deadline := context.WithCancel(ctx)
+	cut := eraserOn(t, cutAfter{Log: l, typ: (events.WorkspaceErased{}).EventType(), deadline: deadline}, l)
+	if _, err := cut.Workspace(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}); err == nil {
+		t.Fatal("the erasure was not cut short")
+	}
+	erasure, err := l.LastSeq(ctx, events.Subject("w1", events.Aggregate{Kind: events.KindWorkspace, ID: "w1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, l, events.Aggregate{Kind: events.KindHoliday, ID: "h1"}, events.HolidayRenamed{HolidayID: "h1", OldReason: "SECRET-OFFSITE", NewReason: "SECRET-RENAMED"})
+	// What the erasure had done before it stopped: the creation went first.
+	if _, err := l.EraseBefore(ctx, holiday, erasure, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := eraserOn(t, l, l).Finish(ctx, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := countEvents(t, l, holiday); n != 0 {
+		t.Errorf("the holiday keeps %d events after the erasure was finished", n)
 	}
 }

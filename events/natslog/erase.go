@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +74,56 @@ func (l *Log) EraseBefore(ctx context.Context, subject string, before uint64, ov
 		}
 	}
 	return len(erase) + plain, nil
+}
+
+// EraseSubjects erases every event of each of subjects, overwriting each,
+// until they hold none, and returns how many it removed. A command decided
+// on state read before the erasure expects its subject's last event and
+// appends while it finds it, so events land while this runs, and it goes
+// on until the subjects are empty: then only a command that expects no
+// event at all can append. A subject's first event goes first: it is what
+// makes an aggregate exist, and once it is gone a command that reloads
+// the state finds none. Then its last: a command that expected it
+// conflicts and reloads, where it would otherwise go on appending. The
+// rest go from the last back, in rounds that take one event of every
+// subject, so that a subject that still grows is met again soon.
+func (l *Log) EraseSubjects(ctx context.Context, subjects []string) (int, error) {
+	n := 0
+	// erase erases the event at the end of s that at finds, and reports
+	// whether there was one.
+	erase := func(s string, at func(context.Context, string) (uint64, error)) (bool, error) {
+		seq, err := at(ctx, s)
+		if err != nil || seq == 0 {
+			return false, err
+		}
+		if err := l.streamOf(s).SecureDeleteMsg(ctx, seq); err == nil {
+			n++
+		} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return true, fmt.Errorf("seq %d: %w", seq, err)
+		}
+		return true, nil
+	}
+	left := slices.Clone(subjects)
+	for first := true; len(left) > 0; first = false {
+		kept := left[:0]
+		for _, s := range left {
+			held, err := true, error(nil)
+			if first {
+				held, err = erase(s, l.FirstSeq)
+			}
+			if held && err == nil {
+				held, err = erase(s, l.lastSeq)
+			}
+			if err != nil {
+				return n, fmt.Errorf("erase %s: %w", s, err)
+			}
+			if held {
+				kept = append(kept, s)
+			}
+		}
+		left = kept
+	}
+	return n, nil
 }
 
 // headers calls fn with the sequence and event type of every message on
