@@ -817,7 +817,9 @@ func (r *Runner) commit(ctx context.Context, from uint64, evs []events.Event, ra
 		}
 	}
 	// Parked before the commit: a crash in between parks again, which the
-	// parked stream de-duplicates, and never loses an event.
+	// parked stream de-duplicates, and never loses an event. A park returns
+	// once it is as durable as an append, so a power loss cannot keep the
+	// checkpoint past an event whose park it lost.
 	for seq, perr := range poison {
 		m := raw[seq]
 		if err := r.cfg.Parking.Park(ctx, r.p.Name(), m.Subject(), m.Headers(), m.Data(), seq, perr.Error()); err != nil {

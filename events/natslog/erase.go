@@ -27,6 +27,12 @@ import (
 // being written escapes that, and on a busy log it fills and is closed
 // within minutes; on a quiet one it may stay open for days, and there the
 // few erases needed are cheap. Turnover tells the two apart.
+//
+// Every removal returns once it is as durable as an append (Config.Sync),
+// whatever it found to remove: what an earlier attempt removed before it
+// stopped is made durable too. An erasure closes its entry in the ledger
+// after its removals, and a removal lost in a power loss after that would
+// bring erased content back with nothing left to erase it again.
 
 // BlockBytes is the size of a block of an event stream: nats-server's
 // block size for a file stream with no byte limit.
@@ -72,6 +78,9 @@ func (l *Log) EraseBefore(ctx context.Context, subject string, before uint64, ov
 		if err := st.Purge(ctx, opts...); err != nil {
 			return len(erase), fmt.Errorf("erase %s: purge: %w", subject, err)
 		}
+	}
+	if err := l.sync(ctx); err != nil {
+		return len(erase), fmt.Errorf("erase %s: %w", subject, err)
 	}
 	return len(erase) + plain, nil
 }
@@ -122,6 +131,9 @@ func (l *Log) EraseSubjects(ctx context.Context, subjects []string) (int, error)
 			}
 		}
 		left = kept
+	}
+	if err := l.sync(ctx); err != nil {
+		return n, fmt.Errorf("erase %d subjects: %w", len(subjects), err)
 	}
 	return n, nil
 }
@@ -219,7 +231,7 @@ func (l *Log) EraseParked(ctx context.Context, filter string) (int, error) {
 		return 0, fmt.Errorf("parked stream: %w", err)
 	}
 	if info.State.Msgs == 0 {
-		return 0, nil
+		return 0, l.sync(ctx)
 	}
 	var seqs []uint64
 	err = l.ListParked(ctx, "", func(p Parked) error {
@@ -235,6 +247,9 @@ func (l *Log) EraseParked(ctx context.Context, filter string) (int, error) {
 		if err := l.parked.SecureDeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, fmt.Errorf("erase parked %d: %w", seq, err)
 		}
+	}
+	if err := l.sync(ctx); err != nil {
+		return 0, fmt.Errorf("erase parked: %w", err)
 	}
 	return len(seqs), nil
 }
@@ -265,6 +280,11 @@ func subjectMatches(filter, subject string) bool {
 func (s Snapshots) Erase(ctx context.Context) error {
 	if err := s.stream.Purge(ctx); err != nil {
 		return fmt.Errorf("erase snapshots: %w", err)
+	}
+	if s.sync != nil {
+		if err := s.sync(ctx); err != nil {
+			return fmt.Errorf("erase snapshots: %w", err)
+		}
 	}
 	return nil
 }

@@ -74,6 +74,11 @@ type Config struct {
 	// the server acknowledges before its fsync (the embedded server's
 	// grouped fsyncs, natsserver.Server.Sync). Its error fails the append,
 	// which may still have happened, as any append that answers an error.
+	// A park and a removal (an erasure, a compaction, the snapshots' drop)
+	// return after it too, so it must cover every stream and bucket of the
+	// log, as the store's syncfs does: what follows them (a projector's
+	// checkpoint, an erasure's entry in the ledger closed) must not outlive
+	// them in a power loss.
 	Sync func(context.Context) error
 }
 
@@ -365,10 +370,22 @@ func (l *Log) Durable(ctx context.Context, subject string, seq uint64) error {
 	if l.cfg.Sync == nil || seq <= l.synced(subject).Load() {
 		return nil
 	}
+	if err := l.sync(ctx); err != nil {
+		return err
+	}
+	raise(l.synced(subject), seq)
+	return nil
+}
+
+// sync waits for Config.Sync, when set, which makes every write the server
+// acknowledged before the call durable.
+func (l *Log) sync(ctx context.Context) error {
+	if l.cfg.Sync == nil {
+		return nil
+	}
 	if err := l.cfg.Sync(ctx); err != nil {
 		return fmt.Errorf("make durable: %w", err)
 	}
-	raise(l.synced(subject), seq)
 	return nil
 }
 
@@ -407,8 +424,8 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, e eve
 	if l.cfg.Sync != nil && (err == nil || errors.Is(err, events.ErrAlreadyAppended)) {
 		// A duplicate is synced too: the attempt that stored it may not
 		// have been answered yet.
-		if serr := l.cfg.Sync(ctx); serr != nil {
-			seq, err = 0, fmt.Errorf("append to %s: make durable: %w", subject, serr)
+		if serr := l.sync(ctx); serr != nil {
+			seq, err = 0, fmt.Errorf("append to %s: %w", subject, serr)
 		} else {
 			raise(l.synced(subject), seq)
 		}
@@ -652,13 +669,14 @@ func Transient(err error) bool {
 }
 
 // Snapshots returns the snapshot store, which implements commands.Snapshots.
-func (l *Log) Snapshots() Snapshots { return Snapshots{kv: l.snaps, stream: l.snapsSt} }
+func (l *Log) Snapshots() Snapshots { return Snapshots{kv: l.snaps, stream: l.snapsSt, sync: l.sync} }
 
 // Snapshots keeps aggregate state in a KV bucket: 8 bytes of sequence, then
 // the state.
 type Snapshots struct {
 	kv     jetstream.KeyValue
 	stream jetstream.Stream
+	sync   func(context.Context) error // the log's, for Erase
 }
 
 // Load implements commands.Snapshots.

@@ -43,7 +43,9 @@ type Parked struct {
 func (p Parked) Event() (events.Event, error) { return Decode(p.Subject, p.Header, p.Data, p.Seq) }
 
 // Park keeps a message of the event stream that projector could not apply.
-// Parking the same event twice keeps it once.
+// Parking the same event twice keeps it once. It returns once the park is
+// as durable as an append (Config.Sync): the projector's checkpoint then
+// moves past the event, and a park lost in a power loss would lose it.
 func (l *Log) Park(ctx context.Context, projector, subject string, h nats.Header, data []byte, seq uint64, reason string) error {
 	m := nats.NewMsg(ParkedSubject(projector))
 	for k, v := range h {
@@ -59,6 +61,10 @@ func (l *Log) Park(ctx context.Context, projector, subject string, h nats.Header
 	m.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
 	m.Data = data
 	if _, err := l.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("park seq %d for %s: %w", seq, projector, err)
+	}
+	// A duplicate too: the attempt that parked it may not have been synced.
+	if err := l.sync(ctx); err != nil {
 		return fmt.Errorf("park seq %d for %s: %w", seq, projector, err)
 	}
 	return nil
