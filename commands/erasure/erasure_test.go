@@ -93,6 +93,25 @@ func createHoliday(t *testing.T, l *natslog.Log, id, reason string) (subject str
 		Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{}, ResourceIDs: []string{}})
 }
 
+// holidayHandlers are the holiday commands on l, resources snapshotted
+// every resourceSnapshots events (0: the store's default).
+func holidayHandlers(t *testing.T, l *natslog.Log, resourceSnapshots uint64) *holidays.Handlers {
+	t.Helper()
+	resources, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, SnapshotEvery: resourceSnapshots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hol, err := commands.NewStore(l, l.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := holidays.NewHandlers(hol, resources, func(string) bool { return true }, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // countEvents counts the events the log holds on subject.
 func countEvents(t *testing.T, l *natslog.Log, subject string) int {
 	t.Helper()
@@ -184,18 +203,7 @@ func TestWorkspaceErasureDropsItsSnapshots(t *testing.T) {
 	dir := t.TempDir()
 	l := openLog(t, dir)
 	ctx := t.Context()
-	resources, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName, SnapshotEvery: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hol, err := commands.NewStore(l, l.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := holidays.NewHandlers(hol, resources, func(string) bool { return true }, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := holidayHandlers(t, l, 2)
 	upstream := commands.Caller{WorkspaceID: "w1", UserID: "sync", Scopes: []string{holidays.ScopeResourcesWrite}}
 	const person = "00000000-0000-4000-8000-000000000001"
 	for i := range 6 {
@@ -393,18 +401,7 @@ func (l renameAfter) Append(ctx context.Context, subject string, expected uint64
 func TestARenameRacingAWorkspaceErasureGoesWithItsHoliday(t *testing.T) {
 	l := openLog(t, t.TempDir())
 	ctx := t.Context()
-	resources, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: holidays.ResourceSnapshotName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hol, err := commands.NewStore(l, l.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: holidays.HolidaySnapshotName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := holidays.NewHandlers(hol, resources, func(string) bool { return true }, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := holidayHandlers(t, l, 0)
 	hr := commands.Caller{WorkspaceID: "w1", UserID: "hr"}
 	create := func() string {
 		t.Helper()

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -775,18 +776,8 @@ func TestErasureDuringACompactionOfTheSameInbox(t *testing.T) {
 // for the compaction past its deadline.
 func TestErasureWaitingForACompactionKeepsItsDeadline(t *testing.T) {
 	f := newLogFixture(t, 0)
-	ctx := t.Context()
-	f.send(t, "alice", "m")
-	compacting, finish := make(chan struct{}), make(chan struct{})
-	held := &beforeErase{Log: f.log, before: func() { close(compacting); <-finish }}
-	comp, err := NewCompactor(f.store, f.log, held, f.log.Pending(), time.Now, CompactorConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	compacted := make(chan error, 1)
-	go func() { _, err := comp.Compact(ctx, "w1", "alice"); compacted <- err }()
-	<-compacting
-	request, cancel := context.WithCancel(ctx)
+	comp, finish := compactingAlice(t, f)
+	request, cancel := context.WithCancel(t.Context())
 	cancel() // its deadline has passed
 	erased := make(chan error, 1)
 	go func() {
@@ -801,10 +792,35 @@ func TestErasureWaitingForACompactionKeepsItsDeadline(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("the erasure waited for the compaction past its request's end")
 	}
-	close(finish)
-	if err := <-compacted; err != nil {
+	finish()
+}
+
+// compactingAlice compacts alice's inbox (one notification) and holds the
+// compaction where it erases what it replaced, so that it holds her
+// inbox's lock; finish lets it end, and waits for it.
+func compactingAlice(t *testing.T, f *logFixture) (comp *Compactor, finish func()) {
+	t.Helper()
+	f.send(t, "alice", "m")
+	compacting, release := make(chan struct{}), make(chan struct{})
+	held := &beforeErase{Log: f.log, before: func() { close(compacting); <-release }}
+	comp, err := NewCompactor(f.store, f.log, held, f.log.Pending(), time.Now, CompactorConfig{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	compacted := make(chan error, 1)
+	go func() { _, err := comp.Compact(t.Context(), "w1", "alice"); compacted <- err }()
+	<-compacting
+	var once sync.Once
+	finish = func() {
+		once.Do(func() {
+			close(release)
+			if err := <-compacted; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(finish)
+	return comp, finish
 }
 
 // Each inbox has a lock of its own: while one user's inbox is compacted,
@@ -815,27 +831,7 @@ func TestErasureWaitingForACompactionKeepsItsDeadline(t *testing.T) {
 func TestOtherInboxesDoNotWaitForACompaction(t *testing.T) {
 	f := newLogFixture(t, 0)
 	ctx := t.Context()
-	f.send(t, "alice", "m")
-	compacting, finish := make(chan struct{}), make(chan struct{})
-	held := &beforeErase{Log: f.log, before: func() { close(compacting); <-finish }}
-	comp, err := NewCompactor(f.store, f.log, held, f.log.Pending(), time.Now, CompactorConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	compacted := make(chan error, 1)
-	go func() { _, err := comp.Compact(ctx, "w1", "alice"); compacted <- err }()
-	<-compacting
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(finish)
-			if err := <-compacted; err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(release)
+	comp, release := compactingAlice(t, f)
 
 	// A thousand other inboxes: with 64 shared locks, about 16 of them
 	// would share alice's.
