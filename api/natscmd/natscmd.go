@@ -265,15 +265,21 @@ func (s *Server) reply(m *nats.Msg, reqID string, data any, err error) (int, []b
 	return status, body
 }
 
-// inbox reports whether a reply subject is a requester's inbox (_INBOX.…,
-// or _INBOX_<user>.… for a user with an inbox prefix of its own). The
-// requester chooses its reply subject and NATS does not check it, while
-// Astro answers on its own connection, which may publish anywhere: an
-// answer sent to astro.events.… would be stored in the log as an
-// aggregate's event, and break it. A command asking for its answer
-// anywhere else is not executed.
+// inbox reports whether a reply subject is a requester's inbox: _INBOX.…,
+// _INBOX_<user>.… for a user with an inbox prefix of its own, or one NATS
+// maps itself, _R_.… for a requester in another account that imports the
+// commands and _GR_.… across a gateway. The requester chooses its reply
+// subject and NATS does not check it, while Astro answers on its own
+// connection, which may publish anywhere: an answer sent to astro.events.…
+// would be stored in the log as an aggregate's event, and break it. A
+// command asking for its answer anywhere else is not executed.
 func inbox(subject string) bool {
-	return strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "_INBOX_")
+	for _, prefix := range []string{"_INBOX.", "_INBOX_", "_R_.", "_GR_."} {
+		if strings.HasPrefix(subject, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) respond(m *nats.Msg, body []byte) {

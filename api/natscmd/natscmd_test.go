@@ -3,14 +3,16 @@ package natscmd
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"astro/api/auth"
-	"astro/events/natstest"
 )
 
 // caller authenticates a message carrying header name: value, as a send
@@ -64,9 +66,44 @@ func TestIntegrationNameIsCleaned(t *testing.T) {
 // NATS does not check it, while Astro answers on its own connection, which
 // may publish on any subject. An answer sent to an event subject would be
 // stored as an aggregate's event and break it for good; such a command is
-// dropped, unanswered and unexecuted.
+// dropped, unanswered and unexecuted. Every requester's own inbox is still
+// answered: the default one, a user's prefix (_INBOX_service), and the
+// reply NATS maps for a requester in another account that imports the
+// commands (_R_.…).
 func TestRepliesGoOnlyToInboxes(t *testing.T) {
-	nc := natstest.Conn(t)
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte(`listen: "127.0.0.1:-1"
+accounts {
+  ASTRO { users = [{user: astro, password: astro}], exports = [{service: "astro.commands.>"}] }
+  OTHER { users = [{user: other, password: other}], imports = [{service: {account: ASTRO, subject: "astro.commands.>"}}] }
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	connect := func(user string, o ...nats.Option) *nats.Conn {
+		t.Helper()
+		nc, err := nats.Connect(ns.ClientURL(), append(o, nats.UserInfo(user, user))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	nc := connect("astro")
 	v, err := auth.NewVerifier(t.Context(), auth.Config{HS256Secret: []byte(strings.Repeat("s", auth.MinSecretLen))})
 	if err != nil {
 		t.Fatal(err)
@@ -77,19 +114,27 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	request := func() {
+	request := func(from *nats.Conn) error {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); ; {
-			_, err := nc.Request(SendSubject, []byte(`{}`), time.Second)
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no answer to a send: %v", err)
+			_, err := from.Request(SendSubject, []byte(`{}`), time.Second)
+			if err == nil || time.Now().After(deadline) {
+				return err
 			}
 		}
 	}
-	request() // the server is subscribed
+	if err := request(nc); err != nil { // the server is subscribed
+		t.Fatalf("no answer to a send: %v", err)
+	}
+	for name, from := range map[string]*nats.Conn{
+		"a user's own inbox prefix": connect("astro", nats.CustomInboxPrefix("_INBOX_service")),
+		"another account's import":  connect("other"),
+		"the default inbox, again":  nc,
+	} {
+		if err := request(from); err != nil {
+			t.Errorf("%s: no answer: %v", name, err)
+		}
+	}
 
 	spy, err := nc.SubscribeSync("astro.events.>")
 	if err != nil {
@@ -98,7 +143,9 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 	if err := nc.PublishMsg(&nats.Msg{Subject: SendSubject, Reply: "astro.events.ws.inbox.alice", Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	request() // answered after the one before it
+	if err := request(nc); err != nil { // answered after the one before it
+		t.Fatal(err)
+	}
 	if m, err := spy.NextMsg(200 * time.Millisecond); err == nil {
 		t.Fatalf("an answer was published on the event subject %s: %s", m.Subject, m.Data)
 	}
