@@ -29,6 +29,9 @@ type Log interface {
 	notifications.Eraser
 	// Subjects lists the subjects matching filter that hold events.
 	Subjects(ctx context.Context, filter string) ([]string, error)
+	// First returns the sequence and event type of the oldest message on
+	// subject (0 when none), decoding nothing.
+	First(ctx context.Context, subject string) (seq uint64, eventType string, err error)
 	// EraseSubjects erases every event of each of subjects, those
 	// appended while it runs too, until they hold none; it returns how
 	// many it removed.
@@ -219,7 +222,10 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 	// erasure has no legitimate event after it, so its subject is emptied
 	// whole, and a later rename on that state then conflicts, reloads and
 	// finds no holiday. A resource is an upsert: one after seq creates it
-	// anew, and stays.
+	// anew, and stays. (One that changes nothing, decided on state read
+	// before seq, appends nothing and is answered, and its resource then
+	// goes with the rest: a PUT answered while the erasure ran; the next
+	// PUT creates it again.)
 	erased, err := x.holidaysBefore(ctx, ws, seq)
 	if err != nil {
 		return err
@@ -278,23 +284,21 @@ func (x *Eraser) holidaysBefore(ctx context.Context, ws string, seq uint64) ([]s
 	}
 	var out []string
 	for _, s := range subjects {
-		var first *events.Event
-		_, err := x.log.Read(ctx, s, 0, func(e events.Event) error { first = &e; return errFirst })
-		if err != nil && !errors.Is(err, errFirst) {
-			return nil, fmt.Errorf("read %s: %w", s, err)
+		// Headers only: a message that is no event (a malformed one) is
+		// taken, not a reason to stop.
+		first, typ, err := x.log.First(ctx, s)
+		if err != nil {
+			return nil, err
 		}
-		if first == nil {
+		if first == 0 {
 			continue // emptied meanwhile
 		}
-		if first.Seq < seq || first.Type != (events.HolidayCreated{}).EventType() {
+		if first < seq || typ != (events.HolidayCreated{}).EventType() {
 			out = append(out, s)
 		}
 	}
 	return out, nil
 }
-
-// errFirst stops a read at a subject's first event.
-var errFirst = errors.New("first event read")
 
 // Finish finishes the erasures of workspaces begun before begunBefore
 // (any, when it is zero) and cut short, by a stop or by their request's

@@ -479,3 +479,27 @@ func TestFinishTakesWhatIsLeftOfAHolidayWhoseCreationWent(t *testing.T) {
 		t.Errorf("the holiday keeps %d events after the erasure was finished", n)
 	}
 }
+
+// A message on a holiday's subject that is no event (one stored by whatever
+// could publish there, or by the reply-subject hole closed in natscmd) is
+// erased with the workspace: the erasure decided what to take by decoding
+// each holiday's first event, and stopped, for good, on one that did not
+// decode, after its WorkspaceErased was appended.
+func TestAMalformedHolidayMessageIsErasedToo(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	ctx := t.Context()
+	good := createHoliday(t, l, "h1", "SECRET")
+	bad := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h2"})
+	if _, err := l.JetStream().Publish(ctx, bad, []byte(`{"hasError":true,"statusCode":"Unauthorized"}`)); err != nil {
+		t.Fatal(err)
+	}
+	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}
+	if _, err := eraserOn(t, l, l).Workspace(ctx, dpo); err != nil {
+		t.Fatalf("workspace erasure: %v", err)
+	}
+	for _, s := range []string{good, bad} {
+		if seq, _, err := l.First(ctx, s); err != nil || seq != 0 {
+			t.Errorf("%s after the erasure: first message %d, %v", s, seq, err)
+		}
+	}
+}

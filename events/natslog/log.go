@@ -603,14 +603,24 @@ func (l *Log) End(ctx context.Context, kind string) (uint64, error) {
 // inbox's early events: a reader that last saw an event of subject before
 // it cannot be told what it missed.
 func (l *Log) FirstSeq(ctx context.Context, subject string) (uint64, error) {
+	seq, _, err := l.First(ctx, subject)
+	return seq, err
+}
+
+// First returns the sequence and the event type (its ce-type header, ""
+// for a message that is no event) of the oldest message the log holds on
+// subject, 0 when it holds none. It decodes nothing, so that an erasure
+// deciding what to take is not stopped by a malformed message: it takes
+// that too.
+func (l *Log) First(ctx context.Context, subject string) (seq uint64, eventType string, err error) {
 	m, err := l.streamOf(subject).GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+		return 0, "", nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("first sequence of %s: %w", subject, err)
+		return 0, "", fmt.Errorf("first message of %s: %w", subject, err)
 	}
-	return m.Sequence, nil
+	return m.Sequence, m.Header.Get(hType), nil
 }
 
 // Read implements commands.Log. It asks for one event at a time (a
