@@ -186,6 +186,10 @@ func parseDate(v commands.Validation, field, s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if len(s) > 10 && s[10] == 'T' {
+		if !dateTime(s) {
+			v.Add(field, "The date must be YYYY-MM-DD, or a date-time (YYYY-MM-DDThh:mm:ss, a fraction and an offset optional) whose date is taken.")
+			return time.Time{}, false
+		}
 		s = s[:10]
 	}
 	d, err := time.Parse(time.DateOnly, s)
@@ -194,4 +198,16 @@ func parseDate(v commands.Validation, field, s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return d, true
+}
+
+// dateTime reports whether s is a date-time as clients send one for a
+// date: its time part is cut off, but must be one, not any text after a T.
+func dateTime(s string) bool {
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04:05Z07:00", "2006-01-02T15:04"} {
+		// time.Parse takes a fraction after the seconds by itself.
+		if _, err := time.Parse(layout, s); err == nil {
+			return true
+		}
+	}
+	return false
 }

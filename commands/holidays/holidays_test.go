@@ -226,3 +226,20 @@ func TestHolidaySize(t *testing.T) {
 		})
 	}
 }
+
+// TestDateTimeIsCutToItsDate: a date-time's date is taken, as clients with
+// only date-times send midnight; anything after a T that is no time was
+// taken too ("2027-03-02Tnonsense").
+func TestDateTimeIsCutToItsDate(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"2027-03-02": true, "2027-03-02T00:00:00": true, "2027-03-02T00:00:00Z": true,
+		"2027-03-02T00:00:00.000Z": true, "2027-03-02T00:00:00+01:00": true, "2027-03-02T00:00": true,
+		"2027-03-02Tnonsense": false, "2027-03-02T": false, "2027-03-02T25:00:00": false, "2027-03-02T00:00:00Zjunk": false,
+	} {
+		v := commands.Validation{}
+		d, got := parseDate(v, "dateFrom", in)
+		if got != ok || ok && d.Format(time.DateOnly) != "2027-03-02" || !ok && len(v["dateFrom"]) != 1 {
+			t.Errorf("%q: %v, %v, %v; want ok=%v", in, d, got, v, ok)
+		}
+	}
+}
