@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"astro/api/metrics"
 	"astro/events/natslog"
 	"astro/events/natsserver"
-	"astro/metrics"
 	"astro/projections"
 	"astro/projections/pgserver"
 )

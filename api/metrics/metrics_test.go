@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"astro/api/metrics"
 	"astro/events"
-	"astro/metrics"
 )
 
 func newMetrics(t *testing.T) (*metrics.Metrics, *prometheus.Registry) {
