@@ -183,3 +183,18 @@ func TestNATSPasswordsKeptOnceWhenStartedTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestNATSVersions: the projectors move their consumers back with the
+// consumer reset API, which NATS 2.14 brought; on 2.12 (what deploy/
+// pinned) a projector stopped for good after a crash.
+func TestNATSVersions(t *testing.T) {
+	for v, ok := range map[string]bool{
+		"2.15.2": true, "2.14.0": true, "2.14.0-beta.1": true, "3.0.0": true, "2.100.0": true,
+		"2.12.15": false, "2.13.9": false, "1.99.0": false,
+		"": true, "dev": true, // unreadable: the server's own answers decide
+	} {
+		if got := natsAtLeast(v, minNATS); got != ok {
+			t.Errorf("natsAtLeast(%q) = %v, want %v", v, got, ok)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -116,7 +118,48 @@ func openInfra(ctx context.Context, cfg Config, log *slog.Logger) (_ *infra, err
 	if err != nil {
 		return nil, err
 	}
+	if v := inf.nc.ConnectedServerVersion(); !natsAtLeast(v, minNATS) {
+		return nil, fmt.Errorf("NATS at %s is version %s; Astro needs %s or later (its projectors move their consumers back with the consumer reset API, which older servers do not have)", redactURL(cfg.NATSURL), v, minNATS)
+	}
 	return inf, nil
+}
+
+// minNATS is the oldest NATS server Astro runs on: 2.14 brought the
+// consumer reset API (ADR-60), with which a projector moves its consumer
+// back to its checkpoint after a crash. On an older server that reset
+// fails for good, and the read model stops.
+const minNATS = "2.14.0"
+
+// natsAtLeast reports whether server version v ("2.15.2", "2.14.0-beta")
+// is min or later; an unreadable one is taken as later, since the
+// server's own answers then decide.
+func natsAtLeast(v, min string) bool {
+	parse := func(s string) (out [3]int, ok bool) {
+		s, _, _ = strings.Cut(s, "-")
+		parts := strings.Split(s, ".")
+		if len(parts) != 3 {
+			return out, false
+		}
+		for i, p := range parts {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return out, false
+			}
+			out[i] = n
+		}
+		return out, true
+	}
+	got, ok := parse(v)
+	want, _ := parse(min)
+	if !ok {
+		return true
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return got[i] > want[i]
+		}
+	}
+	return true
 }
 
 // logStartWait bounds how long a starting service waits for an event log
