@@ -47,11 +47,16 @@ type Config struct {
 	// and collector work at full speed: at 6,700 appends a second, a
 	// minute held 64 MB, 20 s holds a third of it.
 	DuplicateWindow time.Duration
-	// AttemptTimeout bounds one publish; Append retries until its ctx ends.
-	AttemptTimeout time.Duration // default 5s
+	// AttemptTimeout bounds one publish. A publish that gets no answer (a
+	// stream leader being elected) is tried again, under the same id, so
+	// it must be well inside RetryFor: one that is not leaves no time for
+	// a second publish.
+	AttemptTimeout time.Duration // default 1s
 	// RetryFor bounds Append's retries of an unreachable log (a reconnect,
-	// a leader election): past it, Append fails with ErrUnreachable, since
-	// a prompt failure serves the caller better than a hang.
+	// a leader election), or its ctx when that ends first: past it, Append
+	// fails with ErrUnreachable, since a prompt failure serves the caller
+	// better than a hang. LastSeq, which is not retried, waits as long for
+	// its one answer.
 	RetryFor time.Duration // default 5s
 	// Bind uses the streams as they are and creates or changes nothing:
 	// for tools (audits, tails) that must never reconfigure a running log.
@@ -119,7 +124,7 @@ func (c *Config) defaults() {
 		c.DuplicateWindow = 20 * time.Second
 	}
 	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = 5 * time.Second
+		c.AttemptTimeout = time.Second
 	}
 	if c.RetryFor == 0 {
 		c.RetryFor = 5 * time.Second
@@ -151,7 +156,7 @@ type Log struct {
 func newLog(cfg Config, nc *nats.Conn, js jetstream.JetStream) *Log {
 	l := &Log{cfg: cfg, nc: nc, js: js}
 	l.last = rounds.New(func(subject string) (uint64, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.AttemptTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.RetryFor)
 		defer cancel()
 		return l.lastSeq(ctx, subject)
 	})
@@ -553,8 +558,9 @@ func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, e ev
 // the last position of its resources.
 func (l *Log) LastSeq(ctx context.Context, subject string) (uint64, error) {
 	// A caller that joins the round after the one under way waits for both:
-	// bounded, like a direct get of its own, by AttemptTimeout.
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
+	// bounded, like a direct get of its own, by RetryFor, as long as an
+	// append waits through a leader election: the get is not retried.
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.RetryFor)
 	defer cancel()
 	return l.last.Do(ctx, subject)
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // TestAppendWithoutTheLogFailsFast: a deleted stream fails an append at
-// once, an unreachable server after RetryFor (a read of a position after
-// AttemptTimeout), and neither waits for the caller's deadline. The
+// once, an unreachable server after RetryFor (a read of a position too),
+// and neither waits for the caller's deadline. The
 // caller's context here has none.
 func TestAppendWithoutTheLogFailsFast(t *testing.T) {
 	ctx := context.Background()
@@ -96,5 +96,54 @@ func TestOpenNeverRecreatesALostStream(t *testing.T) {
 	}
 	if _, err := natslog.Open(ctx, nc, natslog.Config{MustExist: true}); err != nil {
 		t.Fatalf("open an existing log: %v", err)
+	}
+}
+
+// TestUnansweredPublishIsRetried: a publish that gets no answer, as during
+// a stream leader's election, is tried again under the same id within
+// RetryFor, with the defaults production uses. The "stream" here is a
+// subscriber in place of the deleted one that ignores the first publish.
+func TestUnansweredPublishIsRetried(t *testing.T) {
+	ctx := t.Context()
+	l, nc := openLog(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "ASTRO_HISTORY"); err != nil {
+		t.Fatal(err)
+	}
+	e := renamed(t, "01a20000-0000-7000-8000-000000000002", "01a20000-0000-7000-8000-0000000000ab", "a", "b")
+	subject := events.Subject(e.WorkspaceID, e.Aggregate)
+	ids := make(chan string, 100)
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		ids <- m.Header.Get(nats.MsgIdHdr)
+		if len(ids) == 1 {
+			return // the first publish lands during an election
+		}
+		if err := m.Respond([]byte(`{"stream":"ASTRO_HISTORY","seq":7}`)); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := l.Append(ctx, subject, 0, e)
+	if err != nil || seq != 7 {
+		t.Fatalf("append: seq %d, %v after %d publishes; want seq 7 after a retry", seq, err, len(ids))
+	}
+	close(ids)
+	n := 0
+	for id := range ids {
+		if n++; id != e.ID {
+			t.Fatalf("publish %d has id %q, want %q: a retry must be recognised as one", n, id, e.ID)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d publishes, want 2", n)
 	}
 }
