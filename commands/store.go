@@ -60,8 +60,10 @@ type StoreConfig struct {
 	// inboxes of 100 notifications, 2,600 full ones. A working set beyond
 	// it is served by cold loads (a snapshot and the few events after it).
 	CacheBytes int
-	// MaxAttempts bounds how often a command is decided again after losing
-	// a race. Default 20.
+	// MaxAttempts bounds how often a command is decided: a race lost by
+	// an append, or by a no-op or a refusal whose state another writer
+	// had moved on, decides it again, and past the bound it answers a
+	// conflict. Default 20.
 	MaxAttempts int
 	Logger      *slog.Logger
 	// Metrics, when set, is told of cache hits, cold loads and lost races.
@@ -239,6 +241,9 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 			if current, cerr := s.current(ctx, c); cerr != nil {
 				return Result{}, cerr
 			} else if !current {
+				if attempt >= s.cfg.MaxAttempts {
+					return Result{}, s.gaveUp()
+				}
 				continue
 			}
 			if err == nil {
@@ -260,11 +265,16 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 			s.maybeSnapshot(ctx, c)
 			return Result{Seq: c.seq, Events: appended, Earlier: earlier}, nil
 		}
-		if attempt == s.cfg.MaxAttempts {
-			s.cfg.Metrics.GaveUp()
-			return Result{}, &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: events.ErrConflict}
+		if attempt >= s.cfg.MaxAttempts {
+			return Result{}, s.gaveUp()
 		}
 	}
+}
+
+// gaveUp is the answer of a command that lost MaxAttempts races.
+func (s *Store[A]) gaveUp() error {
+	s.cfg.Metrics.GaveUp()
+	return &Error{Code: EConflict, Message: "The item is being changed by someone else; try again.", Err: events.ErrConflict}
 }
 
 // completed reports whether the log has the last of a decision's events:

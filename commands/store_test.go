@@ -263,3 +263,96 @@ func TestRequestRunAgainAppendsNothingTwice(t *testing.T) {
 		t.Fatalf("renames in the log: %v, want [first second]: the retried request appended again", reasons)
 	}
 }
+
+// movingLog is another instance at work on the holiday: it renames it
+// before each of the store's LastSeq calls and appends, so every decision
+// the store makes rests on state that has moved on.
+type movingLog struct {
+	*natslog.Log
+	subject, id string
+	moves       int
+}
+
+func (m *movingLog) move(ctx context.Context) error {
+	last, err := m.Log.LastSeq(ctx, m.subject)
+	if err != nil {
+		return err
+	}
+	m.moves++
+	evs, err := commands.NewEvents(caller, time.Now(), events.Aggregate{Kind: events.KindHoliday, ID: m.id},
+		events.HolidayRenamed{HolidayID: m.id, OldReason: "?", NewReason: fmt.Sprint("other", m.moves)})
+	if err != nil {
+		return err
+	}
+	_, err = m.Log.Append(ctx, m.subject, last, evs[0])
+	return err
+}
+
+func (m *movingLog) LastSeq(ctx context.Context, subject string) (uint64, error) {
+	if err := m.move(ctx); err != nil {
+		return 0, err
+	}
+	return m.Log.LastSeq(ctx, subject)
+}
+
+func (m *movingLog) Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+	if err := m.move(ctx); err != nil {
+		return 0, err
+	}
+	return m.Log.Append(ctx, subject, expected, e)
+}
+
+// TestMaxAttemptsBoundsEveryRound: a command whose state keeps moving
+// answers a conflict after MaxAttempts decisions, whether it lost its
+// races by appending (the expected-sequence check) or by deciding a no-op
+// or a refusal on stale state, and also when rounds of both kinds follow
+// each other. Unbounded, it would decide and append until its deadline.
+func TestMaxAttemptsBoundsEveryRound(t *testing.T) {
+	const maxAttempts = 5
+	tests := []struct {
+		name string
+		// decide answers the decision'th decision of the command.
+		decide func(h *holidays.Holiday, decision int) ([]events.Event, error)
+	}{
+		{"no-op", func(*holidays.Holiday, int) ([]events.Event, error) { return nil, nil }},
+		{"refusal", func(*holidays.Holiday, int) ([]events.Event, error) {
+			return nil, commands.Invalid(map[string][]string{"reason": {"refused"}})
+		}},
+		{"lost appends", func(h *holidays.Holiday, _ int) ([]events.Event, error) { return renameTo(h, "h1", "mine") }},
+		{"no-ops past the bound, then lost appends", func(h *holidays.Holiday, decision int) ([]events.Event, error) {
+			if decision <= maxAttempts+2 {
+				return nil, nil
+			}
+			return renameTo(h, "h1", "mine")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			base := newLog(t)
+			subject := create(t, holidayStore(t, base, base.Snapshots(), 100), "h1")
+			s, err := commands.NewStore(&movingLog{Log: base, subject: subject, id: "h1"}, base.Snapshots(), holidays.NewHoliday,
+				commands.StoreConfig{Name: "holiday.moving", MaxAttempts: maxAttempts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			decisions := 0
+			_, err = s.Execute(ctx, subject, func(h *holidays.Holiday) ([]events.Event, error) {
+				decisions++
+				return tc.decide(h, decisions)
+			})
+			if commands.ErrorCode(err) != commands.EConflict || decisions != maxAttempts {
+				t.Fatalf("after %d decisions: %v; want a conflict after %d", decisions, err, maxAttempts)
+			}
+		})
+	}
+}
+
+func renameTo(h *holidays.Holiday, id, to string) ([]events.Event, error) {
+	ps, err := h.Rename(id, to)
+	if err != nil || len(ps) == 0 {
+		return nil, err
+	}
+	return commands.NewEvents(caller, time.Now(), events.Aggregate{Kind: events.KindHoliday, ID: id}, ps...)
+}
