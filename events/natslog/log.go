@@ -636,7 +636,7 @@ func (l *Log) Read(ctx context.Context, subject string, after uint64, fn func(ev
 	const direct = 32
 	for i := 0; ; i++ {
 		if i == direct {
-			err := scan(ctx, l.streamOf(subject), subject, events.ScanFrom{Seq: after + 1}, false, func(e events.Event) error {
+			err := scan(ctx, l.streamOf(subject), []string{subject}, events.ScanFrom{Seq: after + 1}, false, func(e events.Event) error {
 				if err := fn(e); err != nil {
 					return err
 				}

@@ -209,6 +209,22 @@ func TestScan(t *testing.T) {
 	if err := l.Scan(ctx, "astro.events.>", events.ScanFrom{Seq: 2}, func(events.Event) error { return nil }); !errors.Is(err, natslog.ErrBothStreams) {
 		t.Fatalf("scan across both streams from a sequence: %v, want ErrBothStreams", err)
 	}
+	// Several subjects of one stream come in its one order.
+	seqs = nil
+	one := func(h string) string { return events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: h}) }
+	err = l.ScanSubjects(ctx, []string{one("h1"), one("h0")}, events.ScanFrom{}, func(e events.Event) error {
+		seqs = append(seqs, e.Seq)
+		return nil
+	})
+	if err != nil || fmt.Sprint(seqs) != "[1 2 3 4 5]" {
+		t.Fatalf("scan of two subjects: %v %v", seqs, err)
+	}
+	inbox := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "u1"})
+	for _, filters := range [][]string{{one("h0"), inbox}, {one("h0"), "astro.events.>"}, nil} {
+		if err := l.ScanSubjects(ctx, filters, events.ScanFrom{}, func(events.Event) error { return nil }); err == nil {
+			t.Fatalf("scan of %v: no error, want one (no filter, or not one stream)", filters)
+		}
+	}
 }
 
 // An append of ids that went in earlier, with other appends since, is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +36,24 @@ func (l *Log) Follow(ctx context.Context, filter string, from events.ScanFrom, f
 // to the end of the log as it was when the read began. For a long history
 // it is much faster than Read, which asks for one event at a time.
 func (l *Log) ReadAll(ctx context.Context, subject string, fn func(events.Event) error) error {
-	return scan(ctx, l.streamOf(subject), subject, events.ScanFrom{}, false, fn)
+	return scan(ctx, l.streamOf(subject), []string{subject}, events.ScanFrom{}, false, fn)
+}
+
+// ScanSubjects is Scan of several filters in one pass: their events in
+// the one order of the stream that keeps them, so a reader can cut them
+// all at one log position (a holiday's asOf). Each filter must name a kind
+// and all of them kinds of one stream; they must not overlap.
+func (l *Log) ScanSubjects(ctx context.Context, filters []string, from events.ScanFrom, fn func(events.Event) error) error {
+	if len(filters) == 0 {
+		return errors.New("scan: no filter")
+	}
+	st := l.streamOf(filters[0])
+	for _, f := range filters {
+		if subjectKind(f) == "" || l.streamOf(f) != st {
+			return fmt.Errorf("scan %s: %w", strings.Join(filters, ", "), ErrBothStreams)
+		}
+	}
+	return scan(ctx, st, filters, from, false, fn)
 }
 
 // ScanStream is Scan of every event of the stream that keeps events of
@@ -45,12 +63,12 @@ func (l *Log) ScanStream(ctx context.Context, kind string, from events.ScanFrom,
 	if kind == events.KindInbox {
 		st = l.inboxes
 	}
-	return scan(ctx, st, events.SubjectPrefix+".>", from, false, fn)
+	return scan(ctx, st, []string{events.SubjectPrefix + ".>"}, from, false, fn)
 }
 
 func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, follow bool, fn func(events.Event) error) error {
 	if subjectKind(filter) != "" {
-		return scan(ctx, l.streamOf(filter), filter, from, follow, fn)
+		return scan(ctx, l.streamOf(filter), []string{filter}, from, follow, fn)
 	}
 	// A filter across both streams reads each in its own order: the
 	// history's events, then the inboxes' (a scan), or both as they come
@@ -59,10 +77,10 @@ func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, fol
 		return fmt.Errorf("scan %s from sequence %d: %w", filter, from.Seq, ErrBothStreams)
 	}
 	if !follow {
-		if err := scan(ctx, l.history, filter, from, false, fn); err != nil {
+		if err := scan(ctx, l.history, []string{filter}, from, false, fn); err != nil {
 			return err
 		}
-		return scan(ctx, l.inboxes, filter, from, false, fn)
+		return scan(ctx, l.inboxes, []string{filter}, from, false, fn)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -75,7 +93,7 @@ func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, fol
 	errc := make(chan error, 2)
 	for _, st := range []jetstream.Stream{l.history, l.inboxes} {
 		go func() {
-			err := scan(ctx, st, filter, from, true, one)
+			err := scan(ctx, st, []string{filter}, from, true, one)
 			cancel(err)
 			errc <- err
 		}()
@@ -88,8 +106,8 @@ func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, fol
 	return ctx.Err()
 }
 
-func scan(ctx context.Context, st jetstream.Stream, filter string, from events.ScanFrom, follow bool, fn func(events.Event) error) error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+func scan(ctx context.Context, st jetstream.Stream, filters []string, from events.ScanFrom, follow bool, fn func(events.Event) error) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
 	case from.Seq > 0:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from.Seq
@@ -105,7 +123,7 @@ func scan(ctx context.Context, st jetstream.Stream, filter string, from events.S
 		return fn(e)
 	})
 	if err != nil && !errors.Is(err, errStop) && ctx.Err() == nil {
-		return fmt.Errorf("scan %s: %w", filter, err)
+		return fmt.Errorf("scan %s: %w", strings.Join(filters, ", "), err)
 	}
 	if errors.Is(err, errStop) {
 		return nil

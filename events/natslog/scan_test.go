@@ -42,6 +42,13 @@ func TestReadsLeaveNoConsumers(t *testing.T) {
 		{"scan across both streams", func(ctx context.Context, l *natslog.Log) error {
 			return l.Scan(ctx, "astro.events.>", events.ScanFrom{}, none)
 		}},
+		{"scan of several subjects its callback stops", func(ctx context.Context, l *natslog.Log) error {
+			err := l.ScanSubjects(ctx, []string{holidaySubject("h0"), holidaySubject("h1")}, events.ScanFrom{}, func(events.Event) error { return errEnough })
+			if !errors.Is(err, errEnough) {
+				return fmt.Errorf("scan stopped by its callback: %v, want %v", err, errEnough)
+			}
+			return nil
+		}},
 		{"read all of a subject", func(ctx context.Context, l *natslog.Log) error {
 			return l.ReadAll(ctx, holidaySubject("h0"), none)
 		}},

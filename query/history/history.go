@@ -20,7 +20,7 @@ import (
 // Log is the event log as history reads it.
 type Log interface {
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
-	Scan(ctx context.Context, filter string, from events.ScanFrom, fn func(events.Event) error) error
+	ScanSubjects(ctx context.Context, filters []string, from events.ScanFrom, fn func(events.Event) error) error
 }
 
 // HolidayEvent is one entry of a holiday's history.
@@ -57,35 +57,56 @@ const MaxPage = 1000
 // errPageFull stops a read of the log once a page or a fold has what it needs.
 var errPageFull = errors.New("history: page full")
 
+// holidaySubject is the log subject of a holiday's events.
+func holidaySubject(workspaceID, id string) (string, error) {
+	if !events.ValidUUID(id) {
+		return "", commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
+	}
+	// Ids are lower case in subjects; a caller may name one in any case
+	// (the CLI passes it on as typed).
+	return events.Subject(workspaceID, events.Aggregate{Kind: events.KindHoliday, ID: strings.ToLower(id)}), nil
+}
+
+// entryOf is a holiday's event as its history shows it.
+func entryOf(e events.Event) (HolidayEvent, error) {
+	p, err := events.Decode(e)
+	if err != nil {
+		return HolidayEvent{}, err
+	}
+	out := HolidayEvent{Sequence: e.Seq, Type: e.Type, Version: e.Version, Time: e.Time, ActorID: e.ActorID,
+		IntegrationName: e.Integration, CorrelationID: e.CorrelationID, Data: p}
+	switch p := p.(type) {
+	case *events.HolidayCreated:
+		out.NewReason = p.Reason
+	case *events.HolidayRenamed:
+		old := p.OldReason
+		out.OldReason, out.NewReason = &old, p.NewReason
+	}
+	return out, nil
+}
+
+func unavailable(err error) error {
+	return &commands.Error{Code: commands.EUnavailable, Message: "The history could not be read; try again.", Err: err}
+}
+
 // each calls fn with the entries of a holiday's history after log sequence
 // after, in log order, until fn returns errPageFull. found reports whether
 // there was any.
 func (h *Holidays) each(ctx context.Context, workspaceID, id string, after uint64, fn func(HolidayEvent) error) (found bool, err error) {
-	if !events.ValidUUID(id) {
-		return false, commands.Invalid(map[string][]string{"id": {"The id must be a UUID."}})
+	subject, err := holidaySubject(workspaceID, id)
+	if err != nil {
+		return false, err
 	}
-	// Ids are lower case in subjects; a caller may name one in any case
-	// (the CLI passes it on as typed).
-	subject := events.Subject(workspaceID, events.Aggregate{Kind: events.KindHoliday, ID: strings.ToLower(id)})
 	_, err = h.log.Read(ctx, subject, after, func(e events.Event) error {
-		p, err := events.Decode(e)
+		entry, err := entryOf(e)
 		if err != nil {
 			return err
-		}
-		entry := HolidayEvent{Sequence: e.Seq, Type: e.Type, Version: e.Version, Time: e.Time, ActorID: e.ActorID,
-			IntegrationName: e.Integration, CorrelationID: e.CorrelationID, Data: p}
-		switch p := p.(type) {
-		case *events.HolidayCreated:
-			entry.NewReason = p.Reason
-		case *events.HolidayRenamed:
-			old := p.OldReason
-			entry.OldReason, entry.NewReason = &old, p.NewReason
 		}
 		found = true
 		return fn(entry)
 	})
 	if err != nil && !errors.Is(err, errPageFull) {
-		return false, &commands.Error{Code: commands.EUnavailable, Message: "The history could not be read; try again.", Err: err}
+		return false, unavailable(err)
 	}
 	return found, nil
 }
@@ -126,11 +147,33 @@ func (h *Holidays) History(ctx context.Context, workspaceID, id string, after ui
 }
 
 // AsOf returns the holiday as it was at moment at, with the resources that
-// were in its scope then, all computed from the log.
+// were in its scope then, all computed from the log. The answer is a state
+// the log held, one of its prefixes. at is compared with each event's
+// recorded time (when its request began, on the clock of the instance that
+// served it), which need not follow the log's order: the request that
+// started later may append first. So the events the answer is built from
+// (the holiday's own and, for a global or country holiday, the
+// workspace's resources') are read in log order and cut together at the
+// first of them recorded later than at; an event after it is left out
+// even if it was recorded earlier.
 func (h *Holidays) AsOf(ctx context.Context, workspaceID, id string, at time.Time) (query.HolidayDetailDto, error) {
+	// The first event says whether resources count: a people holiday's
+	// answer is its own events alone, read as its history is, without a
+	// scan of every resource of the workspace.
+	var first HolidayEvent
+	found, err := h.each(ctx, workspaceID, id, 0, func(e HolidayEvent) error {
+		first = e
+		return errPageFull
+	})
+	if err != nil {
+		return query.HolidayDetailDto{}, err
+	}
+	if !found {
+		return query.HolidayDetailDto{}, notFound()
+	}
 	var created *events.HolidayCreated
 	reason := ""
-	found, err := h.each(ctx, workspaceID, id, 0, func(e HolidayEvent) error {
+	holiday := func(e HolidayEvent) error {
 		if e.Time.After(at) {
 			return errPageFull
 		}
@@ -139,12 +182,16 @@ func (h *Holidays) AsOf(ctx context.Context, workspaceID, id string, at time.Tim
 		}
 		reason = e.NewReason
 		return nil
-	})
-	if err != nil {
-		return query.HolidayDetailDto{}, err
 	}
-	if !found {
-		return query.HolidayDetailDto{}, notFound()
+	var latest map[string]*events.ResourceUpserted
+	if c, ok := first.Data.(*events.HolidayCreated); ok && c.Type == events.HolidayPeople {
+		if holiday(first) == nil {
+			if _, err := h.each(ctx, workspaceID, id, first.Sequence, holiday); err != nil {
+				return query.HolidayDetailDto{}, err
+			}
+		}
+	} else if latest, err = h.fold(ctx, workspaceID, id, at, holiday); err != nil {
+		return query.HolidayDetailDto{}, err
 	}
 	if created == nil {
 		return query.HolidayDetailDto{}, commands.Errorf(commands.ENotFound, "The holiday did not exist at that time.")
@@ -163,24 +210,33 @@ func (h *Holidays) AsOf(ctx context.Context, workspaceID, id string, at time.Tim
 		}
 		return dto, nil
 	}
-	inScope, err := h.resourcesAt(ctx, workspaceID, at, created)
-	if err != nil {
-		return query.HolidayDetailDto{}, err
-	}
-	for _, r := range inScope {
+	for _, r := range inScope(latest, created) {
 		dto.Resources = append(dto.Resources, query.HolidayResourceDto{ID: r})
 	}
 	return dto, nil
 }
 
-// resourcesAt folds the workspace's resource events up to at and keeps the
-// active, non-guest resources in the holiday's scope, sorted by id.
-func (h *Holidays) resourcesAt(ctx context.Context, workspaceID string, at time.Time, c *events.HolidayCreated) ([]string, error) {
+// fold reads the holiday's events and the workspace's resource events in
+// one scan, so in their one log order, up to the first recorded later than
+// at. It passes the holiday's to holiday and returns each resource's last
+// upsert.
+func (h *Holidays) fold(ctx context.Context, workspaceID, id string, at time.Time, holiday func(HolidayEvent) error) (map[string]*events.ResourceUpserted, error) {
+	subject, err := holidaySubject(workspaceID, id)
+	if err != nil {
+		return nil, err
+	}
+	resources := events.SubjectPrefix + "." + workspaceID + "." + events.KindResource + ".*"
 	latest := map[string]*events.ResourceUpserted{}
-	filter := events.SubjectPrefix + "." + workspaceID + "." + events.KindResource + ".*"
-	err := h.log.Scan(ctx, filter, events.ScanFrom{}, func(e events.Event) error {
+	err = h.log.ScanSubjects(ctx, []string{subject, resources}, events.ScanFrom{}, func(e events.Event) error {
 		if e.Time.After(at) {
-			return nil
+			return errPageFull
+		}
+		if e.Aggregate.Kind == events.KindHoliday {
+			entry, err := entryOf(e)
+			if err != nil {
+				return err
+			}
+			return holiday(entry)
 		}
 		p, err := events.Decode(e)
 		if err != nil {
@@ -195,9 +251,15 @@ func (h *Holidays) resourcesAt(ctx context.Context, workspaceID string, at time.
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, &commands.Error{Code: commands.EUnavailable, Message: "The history could not be read; try again.", Err: err}
+	if err != nil && !errors.Is(err, errPageFull) {
+		return nil, unavailable(err)
 	}
+	return latest, nil
+}
+
+// inScope is the active, non-guest resources of latest in the holiday's
+// scope, sorted by id.
+func inScope(latest map[string]*events.ResourceUpserted, c *events.HolidayCreated) []string {
 	var ids []string
 	for id, r := range latest {
 		if r.IsActive && !r.IsGuest && (c.Type == events.HolidayGlobal || slices.Contains(c.CountryIDs, r.CountryCode)) {
@@ -205,5 +267,5 @@ func (h *Holidays) resourcesAt(ctx context.Context, workspaceID string, at time.
 		}
 	}
 	sort.Strings(ids)
-	return ids, nil
+	return ids
 }
