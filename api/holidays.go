@@ -90,7 +90,7 @@ func (s *Server) holidayRoutes() {
 	const base = "/api/data/holidays"
 	rt := s.router
 	rt.POST(base, s.authed(s.createHoliday))
-	rt.GET(base+"/:id", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
+	rt.named(http.MethodGet, base+"/:id", "id", []string{"global", "country", "resource"}, s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		q := r.URL.Query()
 		if err := singleValued(q, "$filter", "$orderby", "$top", "$skip", "asOf"); err != nil {
 			return err

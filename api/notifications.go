@@ -53,7 +53,7 @@ func (s *Server) notificationRoutes() {
 		return notFoundRoute(r)
 	})
 	// /stream authenticates on its own (a ticket) and holds no read slot.
-	rt.GET(base+"/:name", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	rt.named(http.MethodGet, base+"/:name", "name", []string{"unreadcount", "count", "stream"}, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		if p.ByName("name") == "stream" {
 			s.notificationStream(w, r)
 			return

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,21 +56,57 @@ func (rt *router) PUT(path string, h httprouter.Handle)    { rt.handle(http.Meth
 func (rt *router) DELETE(path string, h httprouter.Handle) { rt.handle(http.MethodDelete, path, h) }
 
 func (rt *router) handle(method, path string, h httprouter.Handle) {
-	m := rt.metrics.Route(method, path)
-	name := method + " " + path
-	route := attribute.String("http.route", path)
-	tracing := rt.tracing
+	o := rt.observed(method, path)
 	rt.Router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		if rec, ok := w.(*statusRecorder); ok {
-			rec.route = m
-		}
-		if tracing {
-			span := trace.SpanFromContext(r.Context())
-			span.SetName(name)
-			span.SetAttributes(route)
+		o.start(w, r)
+		h(w, r, p)
+	})
+}
+
+// named registers a route whose parameter param is, for some requests, a
+// fixed name (/notifications/:name is /unreadcount, /count and /stream):
+// those are counted and traced under the path they name, not all under
+// the pattern, so that a stream's lifetime is not an unread count's
+// latency.
+func (rt *router) named(method, path, param string, names []string, h httprouter.Handle) {
+	o := rt.observed(method, path)
+	byName := make(map[string]observed, len(names))
+	for _, n := range names {
+		byName[n] = rt.observed(method, strings.Replace(path, ":"+param, n, 1))
+	}
+	rt.Router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if n, ok := byName[p.ByName(param)]; ok {
+			n.start(w, r)
+		} else {
+			o.start(w, r)
 		}
 		h(w, r, p)
 	})
+}
+
+// observed is what a request of one route is counted and traced under,
+// resolved once, at start.
+type observed struct {
+	metrics RouteMetrics
+	name    string
+	route   attribute.KeyValue
+	tracing bool
+}
+
+func (rt *router) observed(method, path string) observed {
+	return observed{metrics: rt.metrics.Route(method, path), name: method + " " + path,
+		route: attribute.String("http.route", path), tracing: rt.tracing}
+}
+
+func (o observed) start(w http.ResponseWriter, r *http.Request) {
+	if rec, ok := w.(*statusRecorder); ok {
+		rec.route = o.metrics
+	}
+	if o.tracing {
+		span := trace.SpanFromContext(r.Context())
+		span.SetName(o.name)
+		span.SetAttributes(o.route)
+	}
 }
 
 // statusRecorder notes a response's status for the request's metrics. Recorders
