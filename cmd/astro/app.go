@@ -154,11 +154,12 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 			return logNotReady(err)
 		}
 		if err := db.PingContext(ctx); err != nil {
-			return fmt.Errorf("database: %w", err)
+			// What is wrong, not how: the driver's words stay in the log.
+			return &commands.Error{Code: commands.EUnavailable, Message: "the database is unreachable", Err: err}
 		}
 		for _, r := range runners {
 			if !r.Ready() {
-				return fmt.Errorf("projector %s is starting", r.Name())
+				return &commands.Error{Code: commands.EUnavailable, Message: fmt.Sprintf("projector %s is starting", r.Name())}
 			}
 			if err := checkLag(ctx, r, cfg.ReadyMaxLagEvents, cfg.ReadyMaxLag); err != nil {
 				return err
