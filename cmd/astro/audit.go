@@ -30,13 +30,28 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	asJSON := fs.Bool("json", false, "one JSON object per line")
 	client := natsClient{Role: natsserver.UserConsumer}
 	client.addFlags(fs, getenv)
-	if len(args) < 2 || args[0] != "holiday" {
+	if len(args) < 1 || args[0] != "holiday" {
 		fs.Usage()
 		return errors.New("audit: want: holiday ID")
 	}
-	id := args[1]
-	if err := fs.Parse(args[2:]); err != nil {
-		return err
+	// The id may come before the flags or among them.
+	id, rest := "", args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if id != "" {
+			fs.Usage()
+			return fmt.Errorf("audit: unexpected argument %q", fs.Arg(0))
+		}
+		id, rest = fs.Arg(0), fs.Args()[1:]
+	}
+	if id == "" {
+		fs.Usage()
+		return errors.New("audit: want: holiday ID")
 	}
 	if *ws == "" {
 		fs.Usage()

@@ -454,13 +454,17 @@ func TestNATSSecurity(t *testing.T) {
 		}
 		h := s.createHoliday(token(t, "alice", "acme"), map[string]any{"reason": "New Year", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
 		// As a client elsewhere would: nothing from the environment.
-		// The id in upper case, as HTTP takes it too.
-		for _, id := range []string{h.ID, strings.ToUpper(h.ID)} {
+		// The id in upper case, as HTTP takes it too, and after the flags.
+		url := s.credentials(t, "consumer")
+		for _, args := range [][]string{
+			{"audit", "holiday", h.ID, "--workspace", "acme", "--nats-url", url},
+			{"audit", "holiday", strings.ToUpper(h.ID), "--workspace", "acme", "--nats-url", url},
+			{"audit", "holiday", "--workspace", "acme", h.ID, "--nats-url", url},
+		} {
 			out.Reset()
-			err = run(ctx, []string{"audit", "holiday", id, "--workspace", "acme", "--nats-url", s.credentials(t, "consumer")},
-				func(string) string { return "" }, &out, &errOut)
+			err = run(ctx, args, func(string) string { return "" }, &out, &errOut)
 			if err != nil || !strings.Contains(out.String(), "HolidayCreated") {
-				t.Fatalf("audit %s as the consumer: %v\n%s%s", id, err, out.String(), errOut.String())
+				t.Fatalf("%v as the consumer: %v\n%s%s", args, err, out.String(), errOut.String())
 			}
 		}
 	})
