@@ -32,6 +32,9 @@ type Log interface {
 	// First returns the sequence and event type of the oldest message on
 	// subject (0 when none), decoding nothing.
 	First(ctx context.Context, subject string) (seq uint64, eventType string, err error)
+	// EraseBeforeKeeping is EraseBefore that leaves the events of the
+	// types keep where they are.
+	EraseBeforeKeeping(ctx context.Context, subject string, before uint64, overwrite bool, keep []string) (int, error)
 	// EraseSubjects erases every event of each of subjects, those
 	// appended while it runs too, until they hold none; it returns how
 	// many it removed.
@@ -103,8 +106,9 @@ func (x *Eraser) User(ctx context.Context, by commands.Caller, user string) (Rec
 }
 
 // Workspace erases every notification, holiday and resource of the
-// caller's workspace. What is left of it in the log is one
-// WorkspaceErased event, and an InboxErased on each inbox it had.
+// caller's workspace. What is left of it in the log is its
+// WorkspaceErased event, with those of its earlier erasures, and an
+// InboxErased on each inbox it had.
 func (x *Eraser) Workspace(ctx context.Context, by commands.Caller) (Receipt, error) {
 	if err := allowed(by); err != nil {
 		return Receipt{}, err
@@ -211,8 +215,9 @@ func (x *Eraser) count(ctx context.Context, ws string) (holidays, resources, inb
 
 // finish removes the workspace's data the WorkspaceErased event at seq
 // replaces: every inbox is erased, every holiday that existed before seq
-// removed whole, and every resource and earlier workspace event before seq
-// removed, with their snapshots and parked copies.
+// removed whole, and every resource and workspace event before seq
+// removed but the earlier erasures' own, with their snapshots and parked
+// copies.
 func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out *Receipt) error {
 	ws := by.WorkspaceID
 	// Holidays and resources first: a few subjects, quickly gone, where
@@ -235,13 +240,19 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 	if err != nil {
 		return err
 	}
-	for _, kind := range []string{events.KindResource, events.KindWorkspace} {
-		n, err := x.log.EraseBefore(ctx, events.Subject(ws, events.Aggregate{Kind: kind, ID: "*"}), seq, true)
-		if err != nil {
-			return err
-		}
-		out.Events += n
+	n, err = x.log.EraseBefore(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindResource, ID: "*"}), seq, true)
+	if err != nil {
+		return err
 	}
+	out.Events += n
+	// An earlier erasure's event names no personal data and is the audit
+	// record of that erasure: it stays, as this one's will.
+	n, err = x.log.EraseBeforeKeeping(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindWorkspace, ID: "*"}), seq, true,
+		[]string{events.WorkspaceErased{}.EventType()})
+	if err != nil {
+		return err
+	}
+	out.Events += n
 	inboxes, err := x.log.Subjects(ctx, events.Subject(ws, events.Aggregate{Kind: events.KindInbox, ID: "*"}))
 	if err != nil {
 		return err

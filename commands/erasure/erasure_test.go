@@ -503,3 +503,36 @@ func TestAMalformedHolidayMessageIsErasedToo(t *testing.T) {
 		}
 	}
 }
+
+// A workspace erased twice: each erasure's WorkspaceErased is its audit
+// record and names no personal data, so the second keeps the first's;
+// everything else of the workspace before it goes, on the workspace's
+// own subject too (a holiday's event stands in there for a workspace
+// event of another type, which has none yet).
+func TestASecondWorkspaceErasureKeepsTheFirstsRecord(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	ctx := t.Context()
+	x := eraserOn(t, l, l)
+	workspace := events.Subject("w1", events.Aggregate{Kind: events.KindWorkspace, ID: "w1"})
+	var holidays []string
+	for i, by := range []string{"GDPR-7", "SECOND"} {
+		holidays = append(holidays, createHoliday(t, l, fmt.Sprintf("h%d", i), "SECRET"))
+		appendTo(t, l, events.Aggregate{Kind: events.KindWorkspace, ID: "w1"}, events.HolidayCreated{HolidayID: "w", Reason: "SECRET",
+			Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01", CountryIDs: []string{}, ResourceIDs: []string{}})
+		if _, err := x.Workspace(ctx, commands.Caller{WorkspaceID: "w1", UserID: by, Scopes: []string{ScopeErase}}); err != nil {
+			t.Fatalf("erasure by %s: %v", by, err)
+		}
+	}
+	var got []string
+	if _, err := l.Read(ctx, workspace, 0, func(e events.Event) error { got = append(got, e.Type+" by "+e.ActorID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"WorkspaceErased by GDPR-7", "WorkspaceErased by SECOND"}; !slices.Equal(got, want) {
+		t.Errorf("the workspace's events: %v, want %v", got, want)
+	}
+	for _, s := range holidays {
+		if n := countEvents(t, l, s); n != 0 {
+			t.Errorf("%s has %d events after the erasures", s, n)
+		}
+	}
+}

@@ -52,15 +52,25 @@ var contentTypes = map[string]bool{
 // events it removed. An event already gone is no error, so an erasure cut
 // short is finished by running it again.
 func (l *Log) EraseBefore(ctx context.Context, subject string, before uint64, overwrite bool) (int, error) {
+	return l.EraseBeforeKeeping(ctx, subject, before, overwrite, nil)
+}
+
+// EraseBeforeKeeping is EraseBefore that leaves the events whose type is
+// one of keep where they are: a record that must outlive what it erased,
+// such as an earlier erasure's.
+func (l *Log) EraseBeforeKeeping(ctx context.Context, subject string, before uint64, overwrite bool, keep []string) (int, error) {
 	st := l.streamOf(subject)
 	// The history denies purges: every one of its events is erased.
 	purge := st == l.inboxes
-	var erase []uint64
-	plain := 0
+	var erase, plain []uint64
+	kept := false
 	err := l.headers(ctx, st, subject, before, func(seq uint64, typ string) {
-		if purge && (!overwrite || !contentTypes[typ]) {
-			plain++
-		} else {
+		switch {
+		case slices.Contains(keep, typ):
+			kept = true
+		case purge && (!overwrite || !contentTypes[typ]):
+			plain = append(plain, seq)
+		default:
 			erase = append(erase, seq)
 		}
 	})
@@ -70,7 +80,16 @@ func (l *Log) EraseBefore(ctx context.Context, subject string, before uint64, ov
 	if err := l.eraseAll(ctx, st, erase); err != nil {
 		return 0, fmt.Errorf("erase %s: %w", subject, err)
 	}
-	if plain > 0 {
+	if kept {
+		// A purge of the subject would take the kept events too: the
+		// others are deleted one by one, which leaves their bytes as a
+		// purge does.
+		for _, seq := range plain {
+			if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return len(erase), fmt.Errorf("erase %s: seq %d: %w", subject, seq, err)
+			}
+		}
+	} else if len(plain) > 0 {
 		opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subject)}
 		if before > 0 {
 			opts = append(opts, jetstream.WithPurgeSequence(before))
@@ -82,7 +101,7 @@ func (l *Log) EraseBefore(ctx context.Context, subject string, before uint64, ov
 	if err := l.sync(ctx); err != nil {
 		return len(erase), fmt.Errorf("erase %s: %w", subject, err)
 	}
-	return len(erase) + plain, nil
+	return len(erase) + len(plain), nil
 }
 
 // EraseSubjects erases every event of each of subjects, overwriting each,
