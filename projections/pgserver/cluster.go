@@ -2,7 +2,7 @@ package pgserver
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -137,8 +137,14 @@ func clusterDir(dataDir string, cred *syscall.Credential, logger *slog.Logger) (
 		return abs, nil
 	}
 
-	sum := sha256.Sum256([]byte(abs))
-	dir := filepath.Join(fallbackRoot, "pg-"+hex.EncodeToString(sum[:6]))
+	// A cluster of its own for each data dir made, not one for its path:
+	// a data dir deleted and made again (a reset) starts a new log, and
+	// the old cluster's checkpoints are of the deleted one. The pointer
+	// is what ties the two; an older Astro's, naming the cluster by the
+	// path's hash, is read above as any other.
+	id := make([]byte, 6)
+	_, _ = rand.Read(id) // never fails on supported platforms (crypto/rand docs)
+	dir := filepath.Join(fallbackRoot, "pg-"+hex.EncodeToString(id))
 	if err := os.MkdirAll(fallbackRoot, 0o755); err != nil {
 		return "", fmt.Errorf("pgserver: create %s: %w", fallbackRoot, err)
 	}

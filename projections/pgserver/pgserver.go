@@ -16,9 +16,10 @@
 // directory of DataDir. When it cannot (DataDir under /root, or inside a 0700
 // directory such as the one t.TempDir makes), pgserver does not loosen the
 // permissions of the caller's directories. It keeps the cluster in
-// /var/lib/astro/pg-<hash of the absolute DataDir> instead, logs that once per
-// start, and writes the path to DataDir/astro-pgdata so that later starts find
-// the same cluster.
+// /var/lib/astro/pg-<random id> instead, logs that once per start, and writes
+// the path to DataDir/astro-pgdata so that later starts find the same cluster.
+// A DataDir deleted and made again gets a new cluster; the old one stays in
+// /var/lib/astro until removed by hand.
 //
 // # Crashes
 //

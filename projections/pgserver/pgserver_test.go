@@ -448,6 +448,64 @@ func TestFallbackDir(t *testing.T) {
 	}
 }
 
+// A data dir deleted and made again, the usual reset, gets a new
+// fallback cluster: the old one's checkpoints are of the deleted log.
+func TestFallbackDirOfAResetDataDirIsNew(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the fallback only applies when running as root")
+	}
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data") // 0700 parent: postgres cannot enter
+	cred, err := runAs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for range 2 {
+		dir, err := clusterDir(dataDir, cred, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		dirs = append(dirs, dir)
+		s := start(t, dataDir)
+		mustExec(t, s, "create table kept (x int)") // fails on the old cluster, which has it
+		if err := s.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(dataDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dirs[0] == dirs[1] {
+		t.Errorf("the reset data dir's cluster is the old one, %s", dirs[0])
+	}
+}
+
+// A data dir an older Astro made keeps its cluster, named in the pointer
+// by the hash of the data dir's path.
+func TestFallbackDirOfAnOlderDataDirIsKept(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the fallback only applies when running as root")
+	}
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(fallbackRoot, "pg-0123456789ab")
+	if err := os.WriteFile(filepath.Join(dataDir, pointerFile), []byte(old+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cred, err := runAs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := clusterDir(dataDir, cred, slog.New(slog.DiscardHandler)); err != nil || dir != old {
+		t.Errorf("cluster dir %s, %v; want the pointer's %s", dir, err, old)
+	}
+}
+
 func TestNoBinaries(t *testing.T) {
 	t.Parallel()
 	onlyInitdb := t.TempDir()
