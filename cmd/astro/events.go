@@ -139,6 +139,9 @@ func openParked(ctx context.Context, sub string, args []string, getenv func(stri
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, "", nil, err
 	}
+	if *projector != "" && !slices.Contains(projections.Names(), *projector) {
+		return nil, nil, "", nil, fmt.Errorf("events %s: no projector %q; want one of %s", sub, *projector, strings.Join(projections.Names(), ", "))
+	}
 	log, nc, closeLog, err := openLog(ctx, client)
 	return log, nc, *projector, closeLog, err
 }

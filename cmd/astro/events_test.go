@@ -67,6 +67,13 @@ func TestEventsCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"projector":"notifications","applied":0,"parked":0`) {
 		t.Fatalf("redrive: %q %v", out, err)
 	}
+	// A projector that does not exist is named as such, not as one no
+	// service runs.
+	for _, sub := range []string{"redrive", "parked"} {
+		if _, err := runCLI("events", sub, "--projector", "nosuch"); err == nil || !strings.Contains(err.Error(), `no projector "nosuch"`) {
+			t.Errorf("%s --projector nosuch: %v", sub, err)
+		}
+	}
 	// Each subcommand takes its own flags only.
 	for _, args := range [][]string{{"events", "parked", "--type", "X"}, {"events", "redrive", "--follow"}, {"events", "tail", "--projector", "notifications"}} {
 		if _, err := runCLI(args...); err == nil {
