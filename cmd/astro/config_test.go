@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,5 +197,25 @@ func TestNATSVersions(t *testing.T) {
 		if got := natsAtLeast(v, minNATS); got != ok {
 			t.Errorf("natsAtLeast(%q) = %v, want %v", v, got, ok)
 		}
+	}
+}
+
+// TestStatusAfterTheServiceCrashed: the service keeps its private
+// PostgreSQL's address in the data directory for the tools; after a
+// kill -9 the address is stale, and status said only "connection refused".
+func TestStatusAfterTheServiceCrashed(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := l.Addr().String()
+	l.Close()
+	if err := os.WriteFile(filepath.Join(dir, postgresURLFile), []byte("postgres://astro:pw@"+gone+"/astro?sslmode=disable\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = run(t.Context(), []string{"projections", "status"}, func(k string) string { return map[string]string{"ASTRO_DATA_DIR": dir}[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "is the service running?") || strings.Contains(err.Error(), "pw@") {
+		t.Fatalf("status with the service gone: %v", err)
 	}
 }

@@ -53,18 +53,14 @@ func projectionsStatus(ctx context.Context, args []string, getenv func(string) s
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *dbURL == "" {
+	private := *dbURL == ""
+	if private {
 		b, err := os.ReadFile(filepath.Join(client.DataDir, postgresURLFile))
 		if err != nil {
 			return errors.New("projections status: set --database-url (ASTRO_DATABASE_URL), or run it beside a running service with a private PostgreSQL: the read models' checkpoints are there")
 		}
 		*dbURL = strings.TrimSpace(string(b))
 	}
-	log, _, closeLog, err := openLog(ctx, client)
-	if err != nil {
-		return err
-	}
-	defer closeLog()
 	db, err := sqlx.Open("postgres", *dbURL)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
@@ -72,6 +68,16 @@ func projectionsStatus(ctx context.Context, args []string, getenv func(string) s
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if err := db.PingContext(ctx); err != nil && private {
+		// The address a service wrote when it started: after a crash, that
+		// PostgreSQL is gone with it.
+		return fmt.Errorf("projections status: the private PostgreSQL the service in %s started does not answer (%v); is the service running? set --database-url otherwise", client.DataDir, err)
+	}
+	log, _, closeLog, err := openLog(ctx, client)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	var out []projections.Status
 	for _, reg := range projections.Registered() {
 		st, err := projections.ReadStatus(ctx, log.JetStream(), db, log.Stream(reg.Kinds[0]), reg, time.Now())
