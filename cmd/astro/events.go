@@ -50,7 +50,7 @@ func runEventsTail(ctx context.Context, args []string, getenv func(string) strin
 	client.addFlags(fs, getenv)
 	types := fs.String("type", "", "only these event types, comma-separated")
 	since := fs.String("since", "", "from this RFC 3339 time")
-	fromSeq := fs.Uint64("from-seq", 0, "from this stream sequence")
+	fromSeq := fs.Uint64("from-seq", 0, "from this stream sequence; needs a --subject of one aggregate kind, as each stream has sequences of its own")
 	follow := fs.Bool("follow", false, "keep printing new events until interrupted")
 	filter := fs.String("subject", events.SubjectPrefix+".>", "subject filter, e.g. astro.events.acme.holiday.*")
 	if err := fs.Parse(args); err != nil {
