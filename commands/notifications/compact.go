@@ -320,8 +320,10 @@ func (c *Compactor) eraseInbox(ctx context.Context, by commands.Caller, recipien
 }
 
 // finish erases every event of subject before cut, and its parked copies,
-// and for an erasure the snapshots, and closes the ledger's entry.
-func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, overwrite, erasure bool) (int, error) {
+// and with dropSnapshots every snapshot (a user's erasure, where the
+// inbox's holds what it erased; a workspace's drops them once, itself),
+// and closes the ledger's entry.
+func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, overwrite, dropSnapshots bool) (int, error) {
 	n, err := c.erase.EraseBefore(ctx, subject, cut, overwrite)
 	if err != nil {
 		return n, err
@@ -329,7 +331,7 @@ func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, over
 	if _, err := c.erase.EraseParked(ctx, subject); err != nil {
 		return n, err
 	}
-	if erasure {
+	if dropSnapshots {
 		if err := c.erase.EraseSnapshots(ctx); err != nil {
 			return n, err
 		}
