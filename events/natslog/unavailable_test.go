@@ -24,14 +24,7 @@ func TestAppendWithoutTheLogFailsFast(t *testing.T) {
 	subject := events.Subject(e.WorkspaceID, e.Aggregate)
 
 	t.Run("stream deleted", func(t *testing.T) {
-		l, nc := openLog(t)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := js.DeleteStream(ctx, "ASTRO_HISTORY"); err != nil {
-			t.Fatal(err)
-		}
+		l, _, js := withoutHistory(t)
 		if _, err := l.Append(ctx, subject, 0, e); !errors.Is(err, natslog.ErrStreamMissing) {
 			t.Fatalf("append: %v, want ErrStreamMissing", err)
 		}
@@ -105,14 +98,7 @@ func TestOpenNeverRecreatesALostStream(t *testing.T) {
 // subscriber in place of the deleted one that ignores the first publish.
 func TestUnansweredPublishIsRetried(t *testing.T) {
 	ctx := t.Context()
-	l, nc := openLog(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := js.DeleteStream(ctx, "ASTRO_HISTORY"); err != nil {
-		t.Fatal(err)
-	}
+	l, nc, _ := withoutHistory(t)
 	e := renamed(t, "01a20000-0000-7000-8000-000000000002", "01a20000-0000-7000-8000-0000000000ab", "a", "b")
 	subject := events.Subject(e.WorkspaceID, e.Aggregate)
 	ids := make(chan string, 100)
@@ -146,4 +132,18 @@ func TestUnansweredPublishIsRetried(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("%d publishes, want 2", n)
 	}
+}
+
+// withoutHistory is a log whose history stream was deleted under it.
+func withoutHistory(t *testing.T) (*natslog.Log, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	l, nc := openLog(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(t.Context(), "ASTRO_HISTORY"); err != nil {
+		t.Fatal(err)
+	}
+	return l, nc, js
 }
