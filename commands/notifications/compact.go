@@ -387,13 +387,15 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 				return fmt.Errorf("finish erasure of %s: %w", subject, err)
 			}
 		}
-		if _, err := c.compact(ctx, ws, a.ID); err != nil {
-			return err
-		}
+		// The snapshots go before the compaction, which closes the
+		// entry: closed first, a stop in between would leave them.
 		if erased {
-			return c.erase.EraseSnapshots(ctx)
+			if err := c.erase.EraseSnapshots(ctx); err != nil {
+				return fmt.Errorf("finish erasure of %s: %w", subject, err)
+			}
 		}
-		return nil
+		_, err = c.compact(ctx, ws, a.ID)
+		return err
 	}
 	if cut == 0 {
 		return c.ledger.Done(ctx, subject)

@@ -988,3 +988,38 @@ func TestIdleInboxesAreCompactedAgainOnABusyLog(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
 	}
 }
+
+// snapshotsDown is an eraser whose drop of the snapshots fails, as when
+// the process stops right before it.
+type snapshotsDown struct{ *natslog.Log }
+
+func (snapshotsDown) EraseSnapshots(context.Context) error {
+	return errors.New("stopped before the snapshots' drop")
+}
+
+// Finishing an erasure cut short, when a compaction cut short came after
+// it, drops the snapshots before the erasure's entry in the ledger is
+// closed: closed first (by the compaction that finishing runs), a stop in
+// between left the inbox's snapshot, with the ids and read dates of what
+// the erasure removed, and nothing to drop it later.
+func TestFinishKeepsTheEntryUntilTheSnapshotsAreDropped(t *testing.T) {
+	f := newLogFixture(t, 1<<10)
+	ctx := t.Context()
+	f.send(t, "alice", "erased")
+	f.eraseCutShort(t, "alice")
+	for i := range 10 {
+		f.send(t, "alice", fmt.Sprintf("note %d", i))
+	}
+	f.compactPartly(t, "alice", 1)
+	comp, err := NewCompactor(f.store, f.log, snapshotsDown{f.log}, f.log.Pending(), time.Now, CompactorConfig{PartBytes: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := comp.FinishAll(ctx, time.Time{}); err == nil {
+		t.Fatal("finishing went through a failed drop of the snapshots")
+	}
+	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
+	if left, err := f.log.Pending().Unfinished(ctx); err != nil || !slices.Contains(left, subject) {
+		t.Fatalf("the ledger after a finish stopped before the snapshots' drop: %v %v, want the erasure's entry", left, err)
+	}
+}
