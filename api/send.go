@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"astro/commands"
 	"astro/commands/notifications"
@@ -133,7 +134,7 @@ func decodeObject(body []byte, dst any) error {
 	if err := dec.Decode(dst); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return commands.Invalid(map[string][]string{typeErr.Field: {fmt.Sprintf("Expected a %s.", jsonKind(typeErr.Type.Kind().String()))}})
+			return commands.Invalid(typeErrors(body, reflect.TypeOf(dst).Elem(), typeErr))
 		}
 		return commands.Errorf(commands.EInvalid, "The body is not valid JSON.")
 	}
@@ -144,4 +145,26 @@ func decodeObject(body []byte, dst any) error {
 	}
 	// encoding/json took in silence what the read model would refuse.
 	return storable.Err(body)
+}
+
+// typeErrors names every field of body whose value has the wrong type for
+// a t, first being the one encoding/json reported: it reports only the
+// first, and a client fixing one field a round trip would learn of the
+// next only then. Each field is decoded alone into a fresh t.
+func typeErrors(body []byte, t reflect.Type, first *json.UnmarshalTypeError) map[string][]string {
+	add := func(errs map[string][]string, e *json.UnmarshalTypeError) {
+		errs[e.Field] = []string{fmt.Sprintf("Expected a %s.", jsonKind(e.Type.Kind().String()))}
+	}
+	errs := map[string][]string{}
+	add(errs, first) // a key given twice is one entry below, its last
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(body, &fields) // the whole body decoded but for types
+	for key, value := range fields {
+		one, _ := json.Marshal(map[string]json.RawMessage{key: value}) // raw JSON always encodes
+		var typeErr *json.UnmarshalTypeError
+		if err := json.Unmarshal(one, reflect.New(t).Interface()); errors.As(err, &typeErr) && typeErr.Field != "" {
+			add(errs, typeErr)
+		}
+	}
+	return errs
 }

@@ -2,10 +2,14 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"astro/commands"
 	"astro/events"
 	"astro/query"
 )
@@ -89,5 +93,34 @@ func TestDecodeObjectTakesAByteOrderMark(t *testing.T) {
 	}
 	if err := decodeObject([]byte("\ufeff"), &dst); err == nil {
 		t.Fatal("a BOM alone is no body")
+	}
+}
+
+// TestDecodeObjectNamesEveryWronglyTypedField: encoding/json reports the
+// first type error only, and the envelope's validationErrors is per field.
+func TestDecodeObjectNamesEveryWronglyTypedField(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       map[string]string
+	}{
+		{"one", `{"subject":1,"message":"m"}`, map[string]string{"subject": "Expected a string."}},
+		{"three", `{"recipientId":["a"],"subject":1,"message":true,"senderId":"s"}`,
+			map[string]string{"recipientId": "Expected a string.", "subject": "Expected a string.", "message": "Expected a string."}},
+		{"a key twice, the first wrong", `{"subject":1,"subject":"s"}`, map[string]string{"subject": "Expected a string."}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var req SendRequest
+			var e *commands.Error
+			if err := decodeObject([]byte(tc.body), &req); !errors.As(err, &e) || e.Code != commands.EInvalid {
+				t.Fatalf("%s: %v, want a validation error", tc.body, err)
+			}
+			got := map[string]string{}
+			for field, msgs := range e.Fields {
+				got[field] = strings.Join(msgs, " ")
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("%s: validationErrors %v, want %v", tc.body, got, tc.want)
+			}
+		})
 	}
 }
