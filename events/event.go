@@ -61,7 +61,7 @@ func New(id string, m Meta, a Aggregate, p Payload) (Event, error) {
 		Version:       p.EventVersion(),
 		WorkspaceID:   m.WorkspaceID,
 		Aggregate:     a,
-		Time:          m.Time.UTC(),
+		Time:          m.Time.UTC().Truncate(time.Microsecond), // as PostgreSQL keeps it, and the API writes it
 		ActorID:       m.ActorID,
 		Integration:   m.Integration,
 		CorrelationID: m.CorrelationID,

@@ -73,7 +73,9 @@ func entryOf(e events.Event) (HolidayEvent, error) {
 	if err != nil {
 		return HolidayEvent{}, err
 	}
-	out := HolidayEvent{Sequence: e.Seq, Type: e.Type, Version: e.Version, Time: e.Time, ActorID: e.ActorID,
+	// Older releases recorded holiday events to the nanosecond; the API
+	// writes every date-time to the microsecond.
+	out := HolidayEvent{Sequence: e.Seq, Type: e.Type, Version: e.Version, Time: e.Time.Truncate(time.Microsecond), ActorID: e.ActorID,
 		IntegrationName: e.Integration, CorrelationID: e.CorrelationID, Data: p}
 	switch p := p.(type) {
 	case *events.HolidayCreated:

@@ -151,3 +151,26 @@ func TestAsOfIsAStateTheLogHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryTimesAreMicroseconds: every date-time the API writes has at
+// most six fraction digits, as PostgreSQL keeps them; a clock reading
+// nanoseconds recorded holiday events with nine.
+func TestHistoryTimesAreMicroseconds(t *testing.T) {
+	w, l := newWriter(t)
+	at := time.Date(2027, 1, 1, 12, 0, 0, 123456789, time.UTC)
+	id := w.create(at, "Day", "global", nil, nil)
+	w.rename(at.Add(time.Nanosecond), id, "Night")
+	h, err := history.NewHolidays(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := h.History(context.Background(), "w1", id, 0, history.MaxPage)
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("history: %v, %+v", err, entries)
+	}
+	for _, e := range entries {
+		if want := at.Truncate(time.Microsecond); !e.Time.Equal(want) {
+			t.Errorf("%s at %s, want %s", e.Type, e.Time.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+		}
+	}
+}
