@@ -292,11 +292,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, commands.Errorf(commands.EHeaderTooLarge, "The URL and headers are too large: at most %d bytes.", s.cfg.MaxHeaderBytes))
 		return
 	}
+	// A client joins its base URL and the path, and a base ending in "/"
+	// makes "//api/...": slashes are merged, as proxies do, and a trailing
+	// one dropped.
+	for strings.Contains(r.URL.Path, "//") {
+		r.URL.Path = strings.ReplaceAll(r.URL.Path, "//", "/")
+	}
 	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
-		r.URL.Path = strings.TrimRight(p, "/")
-		if r.URL.Path == "" {
-			r.URL.Path = "/" // "//": the root, not an empty path
-		}
+		r.URL.Path = strings.TrimSuffix(p, "/")
 	}
 	r.URL.Path = normalIDs(r.URL.Path)
 	r.URL.RawQuery = flatQuery(r.URL.RawQuery)
@@ -399,7 +402,8 @@ func (s *Server) caller(r *http.Request) (commands.Caller, error) {
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		// text/json is JSON too: .NET's formatters send and take it.
+		if err != nil || !(mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")) {
 			return commands.Errorf(commands.EMediaType, "The body must be JSON (Content-Type: application/json).")
 		}
 	}

@@ -363,6 +363,12 @@ func TestOptionsAndOversizedHeaders(t *testing.T) {
 	if status, _, env := do("GET", "//", nil); status != 404 || !strings.Contains(string(env.raw), "No such endpoint: /.") {
 		t.Errorf("GET //: HTTP %d: %s", status, env.raw)
 	}
+	// A generated client joins a base URL ending in "/" and a path.
+	for _, path := range []string{"//api/data/notifications/unreadcount", "/api//data/notifications/unreadcount//"} {
+		if status, _, env := do("GET", path, http.Header{"Authorization": {"Bearer " + alice}}); status != 200 {
+			t.Errorf("GET %s: HTTP %d: %s", path, status, env.raw)
+		}
+	}
 
 	big := strings.Repeat("a", 70<<10)
 	for name, req := range map[string]struct {
