@@ -132,13 +132,11 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 	if err != nil {
 		return nil, err
 	}
-	secret, err := jwtSecret(cfg.JWTSecret, cfg.JWKSURL, cfg.DataDir)
+	authCfg, err := authConfig(cfg, now, log)
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := auth.NewVerifier(ctx, auth.Config{
-		HS256Secret: secret, JWKSURL: cfg.JWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Now: now, Logger: log,
-	})
+	verifier, err := auth.NewVerifier(ctx, authCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"astro/api/auth"
+
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -269,6 +271,15 @@ func jwtSecret(jwtSecretSetting, jwksURL, dataDir string) ([]byte, error) {
 		return nil, nil
 	}
 	return keptSecret(dataDir, "jwt-secret")
+}
+
+// authConfig is how the service configured by cfg verifies tokens.
+func authConfig(cfg Config, now func() time.Time, log *slog.Logger) (auth.Config, error) {
+	secret, err := jwtSecret(cfg.JWTSecret, cfg.JWKSURL, cfg.DataDir)
+	if err != nil {
+		return auth.Config{}, err
+	}
+	return auth.Config{HS256Secret: secret, JWKSURL: cfg.JWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Now: now, Logger: log}, nil
 }
 
 // ticketKey returns the configured stream ticket key, or one generated

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"astro/api/auth"
 	"astro/events/natsserver"
@@ -104,7 +106,17 @@ func TestTokenCommandSignsWhatTheServiceTakes(t *testing.T) {
 	if err := run(t.Context(), []string{"token", "--user", "u", "--workspace", "w"}, func(k string) string { return env[k] }, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	v, err := auth.NewVerifier(t.Context(), auth.Config{HS256Secret: []byte(secret), Issuer: env["ASTRO_JWT_ISSUER"], Audience: env["ASTRO_JWT_AUDIENCE"]})
+	// The service's verifier, made from the same settings as the service
+	// makes it.
+	cfg, err := parseConfig(nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := authConfig(cfg, time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.NewVerifier(t.Context(), ac)
 	if err != nil {
 		t.Fatal(err)
 	}
