@@ -3,6 +3,7 @@ package holidays
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -16,6 +17,9 @@ import (
 // calendars and lists ("Christmas Day", "Company offsite"); 200 characters
 // holds any real one with room to spare and keeps rows and events small.
 const MaxReasonLen = 200
+
+// MaxNameLen bounds a resource's name, a person's as a list shows it.
+const MaxNameLen = 200
 
 // ScopeResourcesWrite is the privilege upstream services need to change
 // resources.
@@ -65,7 +69,7 @@ func cleanReason(v commands.Validation, reason *string) string {
 	case n == 0:
 		v.Add("reason", "The reason must not be empty.")
 	case n > MaxReasonLen:
-		v.Add("reason", "The reason is too long: at most 200 characters.")
+		v.Add("reason", fmt.Sprintf("The reason is too long: at most %d characters.", MaxReasonLen))
 	case strings.ContainsFunc(r, unicode.IsControl): // C0, DEL and C1 (U+009B is a terminal's CSI)
 		v.Add("reason", "The reason must not contain control characters.")
 	case strings.ContainsFunc(r, bidiControl):

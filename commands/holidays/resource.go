@@ -2,6 +2,7 @@ package holidays
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -44,8 +45,8 @@ func (h UpsertResourceHandler) Handle(ctx context.Context, cmd UpsertResource) (
 	}
 	cmd.ResourceID = strings.ToLower(cmd.ResourceID)
 	name := strings.TrimSpace(cmd.Name)
-	if n := utf8.RuneCountInString(name); !utf8.ValidString(name) || n > 200 || strings.ContainsFunc(name, unicode.IsControl) {
-		v.Add("name", "The name must be text of at most 200 characters, without control characters.")
+	if n := utf8.RuneCountInString(name); !utf8.ValidString(name) || n > MaxNameLen || strings.ContainsFunc(name, unicode.IsControl) {
+		v.Add("name", fmt.Sprintf("The name must be text of at most %d characters, without control characters.", MaxNameLen))
 	}
 	code := strings.ToUpper(strings.TrimSpace(cmd.CountryCode))
 	if code != "" && !h.validCountry(code) {
