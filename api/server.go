@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -292,14 +293,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, commands.Errorf(commands.EHeaderTooLarge, "The URL and headers are too large: at most %d bytes.", s.cfg.MaxHeaderBytes))
 		return
 	}
-	// A client joins its base URL and the path, and a base ending in "/"
-	// makes "//api/...": slashes are merged, as proxies do, and a trailing
-	// one dropped.
-	for strings.Contains(r.URL.Path, "//") {
-		r.URL.Path = strings.ReplaceAll(r.URL.Path, "//", "/")
-	}
+	mergeSlashes(r.URL)
 	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
-		r.URL.Path = strings.TrimSuffix(p, "/")
+		r.URL.Path = strings.TrimRight(p, "/")
+		if r.URL.Path == "" {
+			r.URL.Path = "/" // "/%2F": the root, not an empty path
+		}
 	}
 	r.URL.Path = normalIDs(r.URL.Path)
 	r.URL.RawQuery = flatQuery(r.URL.RawQuery)
@@ -412,6 +411,23 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		return err
 	}
 	return decodeObject(body, dst)
+}
+
+// mergeSlashes merges each run of u's slashes into one: a client joins its
+// base URL and the path, and a base ending in "/" makes "//api/...".
+// Proxies do the same. An encoded slash (%2F) is a character of its
+// segment, never merged.
+func mergeSlashes(u *url.URL) {
+	p := u.EscapedPath()
+	if !strings.Contains(p, "//") {
+		return
+	}
+	for strings.Contains(p, "//") {
+		p = strings.ReplaceAll(p, "//", "/")
+	}
+	if merged, err := url.Parse(p); err == nil { // an escaped path parses
+		u.Path, u.RawPath = merged.Path, merged.RawPath
+	}
 }
 
 // readBody reads the whole body, up to the limit.

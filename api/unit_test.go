@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -122,5 +123,25 @@ func TestDecodeObjectNamesEveryWronglyTypedField(t *testing.T) {
 				t.Errorf("%s: validationErrors %v, want %v", tc.body, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMergeSlashes: literal slashes in a run are one; an encoded one is a
+// character of an id.
+func TestMergeSlashes(t *testing.T) {
+	for raw, want := range map[string]string{
+		"//api/data/notifications":  "/api/data/notifications",
+		"/api///data//holidays/":    "/api/data/holidays/",
+		"/api/data/resources/%2F0":  "/api/data/resources/%2F0",
+		"/api/data/resources//%2F0": "/api/data/resources/%2F0",
+		"/":                         "/",
+	} {
+		u, err := url.Parse("http://h" + raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mergeSlashes(u); u.EscapedPath() != want {
+			t.Errorf("%s: %s, want %s", raw, u.EscapedPath(), want)
+		}
 	}
 }
