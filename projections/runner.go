@@ -412,6 +412,18 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 		return fmt.Errorf("projector %s: consume: %w", r.p.Name(), err)
 	}
 	defer cc.Stop()
+	// A lost lock stops the pulls at once, even while a batch waits on a
+	// database that answers nothing: another instance is taking over, and
+	// what this one's pulls took would reach it only after AckWait.
+	lostLock := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-lost:
+			lostLock <- err
+			cc.Stop()
+		case <-ctx.Done():
+		}
+	}()
 	r.setReady(true)
 	r.cfg.Logger.Info("projector running", "from", pos+1)
 
@@ -431,11 +443,16 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-lost:
+		case err := <-lostLock:
 			return err
 		case err := <-stalled:
 			return err
 		case <-cc.Closed():
+			select {
+			case err := <-lostLock: // closed for it
+				return err
+			default:
+			}
 			// Consume ends by itself when the consumer is deleted (as
 			// another instance resetting it does) or the connection closes.
 			return fmt.Errorf("projector %s: consumer closed", r.p.Name())
@@ -448,7 +465,7 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 		batch = r.fill(ctx, msgs, batch)
 		var gap error
 		batch, delivered, gap = contiguous(batch, delivered)
-		if err := r.applyRetrying(ctx, batch, lost); err != nil {
+		if err := r.applyRetrying(ctx, batch, lostLock); err != nil {
 			return err
 		}
 		if gap != nil {
@@ -507,16 +524,33 @@ func (r *Runner) watchLock(ctx context.Context, lock *sqlx.Conn) <-chan error {
 				return
 			case <-time.After(time.Second):
 			}
-			ping, cancel := context.WithTimeout(ctx, lockPingTimeout)
-			err := lock.PingContext(ping)
-			cancel()
-			if err != nil && ctx.Err() == nil {
+			if err := r.ping(ctx, lock); err != nil && ctx.Err() == nil {
 				lost <- fmt.Errorf("projector %s: lock connection lost: %w", r.p.Name(), err)
 				return
 			}
 		}
 	}()
 	return lost
+}
+
+// ping pings the lock's connection, failing after lockPingTimeout even
+// when the ping itself has not returned: on a link that answers nothing
+// (cut by a network fault, not reset), lib/pq's ping waits for the
+// server's answer whatever its context, until TCP gives up. The ping left
+// waiting ends with the connection.
+func (r *Runner) ping(ctx context.Context, lock *sqlx.Conn) error {
+	answered := make(chan error, 1)
+	go func() {
+		ping, cancel := context.WithTimeout(ctx, lockPingTimeout)
+		defer cancel()
+		answered <- lock.PingContext(ping)
+	}()
+	select {
+	case err := <-answered:
+		return err
+	case <-time.After(lockPingTimeout):
+		return fmt.Errorf("no answer in %v", lockPingTimeout)
+	}
 }
 
 // applyRetrying applies batch until it succeeds: a failure here is a

@@ -81,6 +81,10 @@ func (b *blackhole) pipe(dst, src net.Conn) {
 // machine that lost power) loses its lock within lockIdle, and the
 // standby takes over; PostgreSQL would otherwise keep the writer's session
 // and its lock until TCP gives up, hours later, and no read model moves.
+// The writer, still on the log, stops pulling once its lock's ping goes
+// unanswered: its calls on the cut link never return (lib/pq waits for the
+// server whatever the context), and its pulls took the deliveries the
+// standby waited for.
 func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 	f := newFixture(t)
 	url := pgtest.URL(t)
@@ -103,9 +107,13 @@ func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	writer, _ := start(t, f, proxied, notificationsProjector(t, proxied), 100)
+	// Deliveries the writer holds come back only after AckWait: ten
+	// minutes, so that the standby takes over in time only if the writer
+	// stops pulling once its lock is lost, whatever its stuck calls do.
+	cfg := projections.RunnerConfig{Batch: 100, AckWait: 10 * time.Minute}
+	writer, _ := startWith(t, f, proxied, notificationsProjector(t, proxied), cfg)
 	caughtUp(t, writer, f.history(t, 5))
-	standby, stopStandby := start(t, f, direct, notificationsProjector(t, direct), 100)
+	standby, stopStandby := startWith(t, f, direct, notificationsProjector(t, direct), cfg)
 	defer stopStandby()
 	caughtUp(t, standby, f.history(t, 5))
 
