@@ -265,6 +265,11 @@ func (r *Runner) Run(ctx context.Context) error {
 // ended.
 func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 	key := lockKey(r.p.Name())
+	// Through a database outage the attempts back off, and each error is
+	// logged when it first comes: every 50 ms, they dialled the database
+	// and wrote a warning twenty times a second per projector.
+	const poll, maxWait = 50 * time.Millisecond, 5 * time.Second
+	wait, lastErr := poll, ""
 	for logged := false; ; {
 		conn, err := r.db.Connx(ctx)
 		if err == nil {
@@ -289,10 +294,17 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 			return nil, nil
 		}
 		if err != nil {
-			r.cfg.Logger.Warn("projector lock", "err", err)
-		} else if !logged {
-			r.cfg.Logger.Info("projector runs in another instance; following its checkpoint")
-			logged = true
+			if err.Error() != lastErr {
+				r.cfg.Logger.Warn("projector lock", "err", err)
+				lastErr = err.Error()
+			}
+			wait = min(2*wait, maxWait)
+		} else {
+			wait, lastErr = poll, ""
+			if !logged {
+				r.cfg.Logger.Info("projector runs in another instance; following its checkpoint")
+				logged = true
+			}
 		}
 		if pos, err := r.checkpoint(ctx); err == nil {
 			r.reset(pos) // back too, after a rebuild of the writing instance
@@ -303,7 +315,7 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 		select {
 		case <-ctx.Done():
 			return nil, nil
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }

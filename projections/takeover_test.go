@@ -2,6 +2,7 @@ package projections_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	neturl "net/url"
 	"sync"
@@ -130,4 +131,59 @@ func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 			standby.State(), err, holders)
 	}
 	t.Logf("the standby took over after %v", time.Since(cutAt))
+}
+
+// countingHandler counts the records at or above a level.
+type countingHandler struct {
+	level slog.Level
+	n     *atomic.Int32
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) WithGroup(string) slog.Handler            { return h }
+
+func (h countingHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if rec.Level >= h.level {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+// Through a database outage a runner waiting for its lock backs off and
+// says so once: it dialled and wrote a warning every 50 ms, twenty lines
+// a second per projector, burying what else the log said.
+func TestLockWaitThroughAnOutageLogsOnce(t *testing.T) {
+	f := newFixture(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there: every dial is refused
+	db, err := sqlx.Open("postgres", "postgres://astro@"+dead+"/astro?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var warnings atomic.Int32
+	logger := slog.New(countingHandler{level: slog.LevelWarn, n: &warnings})
+	real := pgtest.Open(t)
+	if err := projections.Migrate(context.Background(), real); err != nil {
+		t.Fatal(err)
+	}
+	p := notificationsProjector(t, real)
+	r, err := projections.NewRunner(f.log.JetStream(), db, p, projections.RunnerConfig{Stream: f.log.StreamFor(p.Subjects()[0]), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := warnings.Load(); n == 0 || n > 3 {
+		t.Fatalf("%d warnings in 2 s of a refused database, want the first error once", n)
+	}
 }
