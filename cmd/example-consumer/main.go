@@ -19,8 +19,12 @@
 //	go run ./cmd/example-consumer -nats "$(go run ./cmd/astro nats-credentials --role consumer --url)" -since 2026-01-01T00:00:00Z
 //
 // For exactly-once effects, store the event's stream sequence in the same
-// transaction as the effect, and skip events at or below the stored one:
-// JetStream redelivers an event whose acknowledgement was lost.
+// transaction as the effect: JetStream redelivers an event whose
+// acknowledgement was lost. Skipping events at or below the stored one is
+// right only when they are applied strictly in order (MaxAckPending 1, or
+// stopping at the first that fails): otherwise a failed event redelivered
+// after a later one was stored is skipped for good (see README, "Consuming
+// events").
 package main
 
 import (
