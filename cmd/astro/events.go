@@ -58,6 +58,10 @@ func runEventsTail(ctx context.Context, args []string, getenv func(string) strin
 	}
 	client.ServiceOnly = *follow
 	from := events.ScanFrom{Seq: *fromSeq}
+	if *since != "" && *fromSeq > 0 {
+		fmt.Fprintln(stderr, eventsUsage)
+		return errors.New("events tail: --since and --from-seq both place the start: give one of them")
+	}
 	if *since != "" {
 		var err error
 		if from.Time, err = time.Parse(time.RFC3339Nano, *since); err != nil {
@@ -71,20 +75,17 @@ func runEventsTail(ctx context.Context, args []string, getenv func(string) strin
 	defer closeLog()
 	out := json.NewEncoder(stdout)
 	want := strings.FieldsFunc(*types, func(r rune) bool { return r == ',' })
-	print := func(e events.Event) error {
-		if len(want) > 0 && !slices.Contains(want, e.Type) {
+	print := func(m natslog.Message) error {
+		if len(want) > 0 && !slices.Contains(want, m.Header.Get("ce-type")) {
 			return nil
 		}
-		return out.Encode(tailLine(e))
+		return out.Encode(tailLine(m))
 	}
-	if *follow {
-		err = log.Follow(ctx, *filter, from, print)
-		if errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
+	err = log.Tail(ctx, *filter, from, *follow, print)
+	if *follow && errors.Is(err, context.Canceled) {
+		return nil
 	}
-	return log.Scan(ctx, *filter, from, print)
+	return err
 }
 
 // runEventsParked lists the events projectors could not apply, with the
@@ -146,10 +147,20 @@ func openParked(ctx context.Context, sub string, args []string, getenv func(stri
 	return log, nc, *projector, closeLog, err
 }
 
-// tailLine is an event as a consumer sees it: envelope and data.
-func tailLine(e events.Event) map[string]any {
+// tailLine is an event as a consumer sees it: envelope and data, and the
+// stream whose sequence seq is (both streams count from 1). A message
+// that is no event is shown as recorded, with why, since it is what
+// someone tailing the log is likely looking for.
+func tailLine(m natslog.Message) map[string]any {
+	if m.Err != nil {
+		return map[string]any{
+			"stream": m.Stream, "seq": m.Seq, "subject": m.Subject, "headers": m.Header,
+			"data": string(m.Data), "error": m.Err.Error(),
+		}
+	}
+	e := m.Event
 	return map[string]any{
-		"seq": e.Seq, "subject": events.Subject(e.WorkspaceID, e.Aggregate), "id": e.ID, "type": e.Type,
+		"stream": m.Stream, "seq": e.Seq, "subject": events.Subject(e.WorkspaceID, e.Aggregate), "id": e.ID, "type": e.Type,
 		"version": e.Version, "time": e.Time, "workspaceId": e.WorkspaceID,
 		"aggregate": map[string]string{"kind": e.Aggregate.Kind, "id": e.Aggregate.ID},
 		"actorId":   e.ActorID, "integrationName": e.Integration, "correlationId": e.CorrelationID,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"astro/events/natslog"
 	"astro/events/natsserver"
 )
@@ -39,11 +41,12 @@ func TestEventsCommands(t *testing.T) {
 		t.Fatalf("tail printed %d lines, want 3:\n%s", len(lines), out)
 	}
 	var first struct {
-		Seq  uint64
-		Type string
-		Data map[string]any
+		Stream string
+		Seq    uint64
+		Type   string
+		Data   map[string]any
 	}
-	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.Seq != 1 || first.Type != "NotificationSent" || first.Data["recipientId"] != "alice" {
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.Stream != "ASTRO_INBOXES" || first.Seq != 1 || first.Type != "NotificationSent" || first.Data["recipientId"] != "alice" {
 		t.Fatalf("first line %s (%v)", lines[0], err)
 	}
 	for _, c := range []struct {
@@ -59,6 +62,10 @@ func TestEventsCommands(t *testing.T) {
 		if got := len(strings.FieldsFunc(out, func(r rune) bool { return r == '\n' })); err != nil || got != c.want {
 			t.Errorf("%v: %d lines, %v\n%s", c.args, got, err, out)
 		}
+	}
+	// Both place the start, and --from-seq used to win in silence.
+	if _, err := runCLI("events", "tail", "--subject", "astro.events.*.inbox.*", "--from-seq", "2", "--since", time.Now().Format(time.RFC3339)); err == nil || !strings.Contains(err.Error(), "--since and --from-seq") {
+		t.Errorf("--since with --from-seq: %v, want a usage error naming both", err)
 	}
 	if out, err := runCLI("events", "parked"); err != nil || out != "" {
 		t.Fatalf("parked: %q %v", out, err)
@@ -118,5 +125,77 @@ func TestFollowNeedsTheService(t *testing.T) {
 	}
 	if err := tail("--follow"); err == nil || !strings.Contains(err.Error(), "no service runs") {
 		t.Fatalf("--follow with no service running: %v, want a refusal saying so", err)
+	}
+}
+
+// A message on an event subject that is not an event (no ce-* headers)
+// stopped a tail at it, and hid every event after it: the one place an
+// operator would look for it. The tail shows it as recorded and goes on.
+func TestEventsTailShowsAMalformedMessage(t *testing.T) {
+	s := startService(t)
+	svc := sender(t, "w1")
+	s.send(svc, "alice", "bob", "task")
+	nc := s.connectNATS()
+	ack, err := nc.Request("astro.events.w1.inbox.u9", []byte("garbage"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Gone before the harness checks every event of the log against the
+	// contract, which this message is not meant to meet.
+	t.Cleanup(func() {
+		var pub jetstream.PubAck
+		if err := json.Unmarshal(ack.Data, &pub); err != nil {
+			t.Fatal(err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := js.Stream(context.Background(), pub.Stream)
+		if err == nil {
+			err = st.DeleteMsg(context.Background(), pub.Sequence)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	s.send(svc, "carol", "bob", "task")
+	for _, follow := range []bool{false, true} {
+		args := []string{"events", "tail", "--subject", "astro.events.*.inbox.*"}
+		if follow {
+			args = append(args, "--follow")
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		var out syncBuffer
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, args, func(k string) string { return s.env[k] }, &out, io.Discard) }()
+		if follow {
+			// It runs until interrupted: interrupt it once it has printed
+			// the event after the bad message, or has had the time to.
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && strings.Count(out.String(), "\n") < 3; {
+				time.Sleep(20 * time.Millisecond)
+			}
+			cancel()
+		}
+		err := <-done
+		cancel()
+		if err != nil {
+			t.Fatalf("tail (follow %v): %v", follow, err)
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("tail (follow %v): %d lines, want 3:\n%s", follow, len(lines), out.String())
+		}
+		var bad struct {
+			Stream, Subject, Data, Error string
+			Seq                          uint64
+		}
+		if err := json.Unmarshal([]byte(lines[1]), &bad); err != nil || bad.Stream != "ASTRO_INBOXES" || bad.Seq != 2 ||
+			bad.Subject != "astro.events.w1.inbox.u9" || bad.Data != "garbage" || !strings.Contains(bad.Error, "malformed") {
+			t.Errorf("tail (follow %v): the malformed message as %s (%v)", follow, lines[1], err)
+		}
+		if !strings.Contains(lines[2], `"recipientId":"carol"`) {
+			t.Errorf("tail (follow %v): after it %s, want carol's notification", follow, lines[2])
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/events"
@@ -67,8 +68,43 @@ func (l *Log) ScanStream(ctx context.Context, kind string, from events.ScanFrom,
 }
 
 func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, follow bool, fn func(events.Event) error) error {
+	return l.scanMessages(ctx, filter, from, follow, func(_ jetstream.Stream, m jetstream.Msg, seq uint64) error {
+		return decodeTo(m, seq, fn)
+	})
+}
+
+// Message is a stored message as a tail shows it: the stream that keeps
+// it, and the event it holds, or Err (ErrMalformed) with the message as
+// recorded when it holds none.
+type Message struct {
+	Stream  string
+	Seq     uint64
+	Subject string
+	Header  nats.Header
+	Data    []byte
+	Event   events.Event // when Err is nil
+	Err     error
+}
+
+// Tail is Scan, or Follow with follow, of every message on filter, events
+// or not: a message that is no event is passed on with its Err, not ended
+// on, so that one bad message does not hide the log after it from whoever
+// looks at the log to find it. Readers that fold events keep to Scan,
+// which stops there.
+func (l *Log) Tail(ctx context.Context, filter string, from events.ScanFrom, follow bool, fn func(Message) error) error {
+	return l.scanMessages(ctx, filter, from, follow, func(st jetstream.Stream, m jetstream.Msg, seq uint64) error {
+		msg := Message{Stream: st.CachedInfo().Config.Name, Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+		msg.Event, msg.Err = Decode(m.Subject(), m.Headers(), m.Data(), seq)
+		return fn(msg)
+	})
+}
+
+// scanMessages calls fn for every message on filter, from each stream the
+// filter spans.
+func (l *Log) scanMessages(ctx context.Context, filter string, from events.ScanFrom, follow bool, fn func(jetstream.Stream, jetstream.Msg, uint64) error) error {
 	if subjectKind(filter) != "" {
-		return scan(ctx, l.streamOf(filter), []string{filter}, from, follow, fn)
+		st := l.streamOf(filter)
+		return scanMessages(ctx, st, []string{filter}, from, follow, func(m jetstream.Msg, seq uint64) error { return fn(st, m, seq) })
 	}
 	// A filter across both streams reads each in its own order: the
 	// history's events, then the inboxes' (a scan), or both as they come
@@ -77,23 +113,24 @@ func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, fol
 		return fmt.Errorf("scan %s from sequence %d: %w", filter, from.Seq, ErrBothStreams)
 	}
 	if !follow {
-		if err := scan(ctx, l.history, []string{filter}, from, false, fn); err != nil {
-			return err
+		for _, st := range []jetstream.Stream{l.history, l.inboxes} {
+			if err := scanMessages(ctx, st, []string{filter}, from, false, func(m jetstream.Msg, seq uint64) error { return fn(st, m, seq) }); err != nil {
+				return err
+			}
 		}
-		return scan(ctx, l.inboxes, []string{filter}, from, false, fn)
+		return nil
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var mu sync.Mutex
-	one := func(e events.Event) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return fn(e)
-	}
 	errc := make(chan error, 2)
 	for _, st := range []jetstream.Stream{l.history, l.inboxes} {
 		go func() {
-			err := scan(ctx, st, []string{filter}, from, true, one)
+			err := scanMessages(ctx, st, []string{filter}, from, true, func(m jetstream.Msg, seq uint64) error {
+				mu.Lock()
+				defer mu.Unlock()
+				return fn(st, m, seq)
+			})
 			cancel(err)
 			errc <- err
 		}()
@@ -107,6 +144,20 @@ func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, fol
 }
 
 func scan(ctx context.Context, st jetstream.Stream, filters []string, from events.ScanFrom, follow bool, fn func(events.Event) error) error {
+	return scanMessages(ctx, st, filters, from, follow, func(m jetstream.Msg, seq uint64) error { return decodeTo(m, seq, fn) })
+}
+
+// decodeTo passes the event m holds to fn, and fails on a message that is
+// no event.
+func decodeTo(m jetstream.Msg, seq uint64, fn func(events.Event) error) error {
+	e, err := Decode(m.Subject(), m.Headers(), m.Data(), seq)
+	if err != nil {
+		return err
+	}
+	return fn(e)
+}
+
+func scanMessages(ctx context.Context, st jetstream.Stream, filters []string, from events.ScanFrom, follow bool, fn func(m jetstream.Msg, seq uint64) error) error {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
 	case from.Seq > 0:
@@ -115,13 +166,7 @@ func scan(ctx context.Context, st jetstream.Stream, filters []string, from event
 		t := from.Time
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 	}
-	err := each(ctx, st, cfg, follow, func(m jetstream.Msg, seq uint64) error {
-		e, err := Decode(m.Subject(), m.Headers(), m.Data(), seq)
-		if err != nil {
-			return err
-		}
-		return fn(e)
-	})
+	err := each(ctx, st, cfg, follow, fn)
 	if err != nil && !errors.Is(err, errStop) && ctx.Err() == nil {
 		return fmt.Errorf("scan %s: %w", strings.Join(filters, ", "), err)
 	}

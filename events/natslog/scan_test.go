@@ -156,3 +156,69 @@ func consumers(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	}
 	return out, streams.Err()
 }
+
+// A message on an event subject that is no event (no ce-* headers) ends a
+// scan, whose readers fold events and must not fold past a gap, but not a
+// tail: a tail shows it as recorded, in the order of the log, and goes on
+// to the events after it, following or not.
+func TestTailShowsMalformedMessagesAndGoesOn(t *testing.T) {
+	l, _ := openLog(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range []string{"e1", "bad", "e2", "e3"} {
+		if id == "bad" {
+			if _, err := l.JetStream().Publish(ctx, holidaySubject("h0"), []byte("garbage")); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := l.Append(ctx, holidaySubject(id), 0, renamed(t, id, id, "a", "b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holiday := events.KindSubjects(events.KindHoliday)
+
+	if err := l.Scan(ctx, holiday, events.ScanFrom{}, func(events.Event) error { return nil }); !errors.Is(err, natslog.ErrMalformed) {
+		t.Fatalf("scan past a malformed message: %v, want %v", err, natslog.ErrMalformed)
+	}
+	for _, tc := range []struct {
+		name   string
+		filter string
+		follow bool
+	}{
+		{"scan", holiday, false},
+		{"scan across both streams", "astro.events.>", false},
+		{"follow", holiday, true},
+		{"follow across both streams", "astro.events.>", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var got []natslog.Message
+			err := l.Tail(ctx, tc.filter, events.ScanFrom{}, tc.follow, func(m natslog.Message) error {
+				got = append(got, m)
+				if len(got) == 4 && tc.follow {
+					cancel()
+				}
+				return nil
+			})
+			if tc.follow && errors.Is(err, context.Canceled) {
+				err = nil
+			}
+			if err != nil || len(got) != 4 {
+				t.Fatalf("tail: %d messages, %v; want 4", len(got), err)
+			}
+			for i, m := range got {
+				if m.Seq != uint64(i+1) || m.Stream != "ASTRO_HISTORY" {
+					t.Errorf("message %d: %s seq %d, want ASTRO_HISTORY seq %d", i, m.Stream, m.Seq, i+1)
+				}
+				if malformed := i == 1; malformed != errors.Is(m.Err, natslog.ErrMalformed) {
+					t.Errorf("message %d: err %v", i, m.Err)
+				}
+			}
+			if bad := got[1]; bad.Subject != holidaySubject("h0") || string(bad.Data) != "garbage" {
+				t.Errorf("malformed message shown as %s %q, want it as recorded", bad.Subject, bad.Data)
+			}
+		})
+	}
+}
