@@ -8,7 +8,10 @@
 // and workspace events, kept for good) and ASTRO_INBOXES (notification
 // events, whose older events give way to an InboxCompacted event restating
 // the inbox, and which are erased on request). A consumer reads one stream,
-// so -subject names a kind, and the stream follows from it.
+// so -subject names a kind, and the stream follows from it. -subject may be
+// repeated, with kinds of one stream: a consumer of holidays takes
+// astro.events.*.workspace.* too, where it learns that a workspace's
+// holidays were erased.
 //
 // NATS takes no anonymous clients: connect as the consumer, with the URL
 // `astro nats-credentials --role consumer --url` prints (it holds the user
@@ -16,7 +19,8 @@
 // under its own inbox prefix, "_INBOX_consumer", which its permissions
 // allow, and nothing else of the account's.
 //
-//	go run ./cmd/example-consumer -nats "$(go run ./cmd/astro nats-credentials --role consumer --url)" -since 2026-01-01T00:00:00Z
+//	go run ./cmd/example-consumer -nats "$(go run ./cmd/astro nats-credentials --role consumer --url)" -since 2026-01-01T00:00:00Z \
+//		-subject 'astro.events.*.holiday.*' -subject 'astro.events.*.workspace.*'
 //
 // For exactly-once effects, store the event's stream sequence in the same
 // transaction as the effect: JetStream redelivers an event whose
@@ -32,6 +36,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"strings"
@@ -48,8 +53,12 @@ func main() {
 	inbox := flag.String("inbox-prefix", "_INBOX_consumer", "where replies come: the prefix the user's permissions allow")
 	since := flag.String("since", "", "first run only: start at this RFC 3339 time (default: from the beginning)")
 	name := flag.String("name", "example-consumer", "durable consumer name: one per downstream service")
-	filter := flag.String("subject", "astro.events.*.inbox.*", "subjects to consume, of one kind: astro.events.<workspace>.<kind>.<id>, e.g. astro.events.*.holiday.*")
+	var filters subjects
+	flag.Var(&filters, "subject", "subjects to consume: astro.events.<workspace>.<kind>.<id>, e.g. astro.events.*.holiday.*; repeat it for several kinds of one stream (default astro.events.*.inbox.*)")
 	flag.Parse()
+	if len(filters) == 0 {
+		filters = subjects{"astro.events.*.inbox.*"}
+	}
 	if *url == "" {
 		fmt.Fprintln(os.Stderr, "example-consumer: -nats is required: the URL from `astro nats-credentials --role consumer --url`")
 		os.Exit(2)
@@ -58,33 +67,50 @@ func main() {
 	if *user != "" {
 		opts = append(opts, nats.UserInfo(*user, *password))
 	}
-	if err := run(*url, opts, *since, *name, *filter); err != nil {
+	if err := run(*url, opts, *since, *name, filters); err != nil {
 		fmt.Fprintln(os.Stderr, "example-consumer:", err)
 		os.Exit(1)
 	}
 }
 
-// streamFor names the stream that keeps the events on filter, by their
-// kind: notification (inbox) events in ASTRO_INBOXES, the rest in
-// ASTRO_HISTORY.
-func streamFor(filter string) (string, error) {
-	tokens := strings.Split(filter, ".")
-	if len(tokens) >= 4 && tokens[0] == "astro" && tokens[1] == "events" {
-		switch tokens[3] {
-		case "inbox":
-			return "ASTRO_INBOXES", nil
-		case "holiday", "resource", "workspace":
-			return "ASTRO_HISTORY", nil
-		}
-	}
-	return "", fmt.Errorf("-subject %q: want astro.events.<workspace>.<kind>.<id> with kind inbox, holiday, resource or workspace (one consumer reads one stream)", filter)
+// subjects is -subject, repeated.
+type subjects []string
+
+func (s *subjects) String() string { return strings.Join(*s, " ") }
+
+func (s *subjects) Set(v string) error {
+	*s = append(*s, v)
+	return nil
 }
 
-func run(url string, opts []nats.Option, since, name, filter string) error {
-	stream, err := streamFor(filter)
-	if err != nil {
-		return err
+// streamFor names the stream that keeps the events on filters, by their
+// kind: notification (inbox) events in ASTRO_INBOXES, the rest in
+// ASTRO_HISTORY. Filters of both are refused: a consumer reads one stream.
+func streamFor(filters []string) (string, error) {
+	stream := ""
+	for _, filter := range filters {
+		st := ""
+		tokens := strings.Split(filter, ".")
+		if len(tokens) >= 4 && tokens[0] == "astro" && tokens[1] == "events" {
+			switch tokens[3] {
+			case "inbox":
+				st = "ASTRO_INBOXES"
+			case "holiday", "resource", "workspace":
+				st = "ASTRO_HISTORY"
+			}
+		}
+		if st == "" {
+			return "", fmt.Errorf("-subject %q: want astro.events.<workspace>.<kind>.<id> with kind inbox, holiday, resource or workspace", filter)
+		}
+		if stream != "" && st != stream {
+			return "", fmt.Errorf("-subject %s: kinds of two streams, %s and %s; one consumer reads one stream", strings.Join(filters, " "), stream, st)
+		}
+		stream = st
 	}
+	return stream, nil
+}
+
+func run(url string, opts []nats.Option, since, name string, filters []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	nc, err := nats.Connect(url, opts...)
@@ -96,36 +122,9 @@ func run(url string, opts []nats.Option, since, name, filter string) error {
 	if err != nil {
 		return err
 	}
-	cfg := jetstream.ConsumerConfig{
-		Durable:       name,
-		FilterSubject: filter,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-	if since != "" {
-		t, err := time.Parse(time.RFC3339, since)
-		if err != nil {
-			return fmt.Errorf("-since: %w", err)
-		}
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
-	}
-	// The start position applies when the consumer is created; afterwards
-	// the server remembers where it is. An existing one with another
-	// filter is refused rather than changed: it would resume at its old
-	// position and skip what the new subjects held before it.
-	cons, err := js.Consumer(ctx, stream, name)
-	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		if cons, err = js.CreateConsumer(ctx, stream, cfg); err != nil {
-			return err
-		}
-	case err != nil:
+	cons, err := consumer(ctx, js, name, filters, since)
+	if err != nil {
 		return err
-	default:
-		if got := cons.CachedInfo().Config.FilterSubject; got != filter {
-			return fmt.Errorf("consumer %s already consumes %s, not %s: choose another -name, or delete it", name, got, filter)
-		}
-		fmt.Fprintf(os.Stderr, "consumer %s resumes where it stopped\n", name)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		meta, _ := m.Metadata()
@@ -140,4 +139,59 @@ func run(url string, opts []nats.Option, since, name, filter string) error {
 	defer cc.Stop()
 	<-ctx.Done()
 	return nil
+}
+
+// consumer binds to the durable consumer name of filters' stream, and
+// creates it, from since or the beginning, when it does not exist.
+func consumer(ctx context.Context, js jetstream.JetStream, name string, filters []string, since string) (jetstream.Consumer, error) {
+	stream, err := streamFor(filters)
+	if err != nil {
+		return nil, err
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:        name,
+		FilterSubjects: filters,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if since != "" {
+		t, err := time.Parse(time.RFC3339, since)
+		if err != nil {
+			return nil, fmt.Errorf("-since: %w", err)
+		}
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
+	}
+	// The start position applies when the consumer is created; afterwards
+	// the server remembers where it is. An existing one with other
+	// filters is refused rather than changed: it would resume at its old
+	// position and skip what the new subjects held before it.
+	cons, err := js.Consumer(ctx, stream, name)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return js.CreateConsumer(ctx, stream, cfg)
+	case err != nil:
+		return nil, err
+	}
+	got := cons.CachedInfo().Config
+	if have := append([]string{got.FilterSubject}, got.FilterSubjects...); !sameSubjects(have, filters) {
+		return nil, fmt.Errorf("consumer %s already consumes %s, not %s: choose another -name, or delete it",
+			name, strings.TrimSpace(strings.Join(have, " ")), strings.Join(filters, " "))
+	}
+	fmt.Fprintf(os.Stderr, "consumer %s resumes where it stopped\n", name)
+	return cons, nil
+}
+
+// sameSubjects reports whether a and b hold the same subjects, in any
+// order; empty ones do not count.
+func sameSubjects(a, b []string) bool {
+	set := func(subjects []string) map[string]bool {
+		m := map[string]bool{}
+		for _, s := range subjects {
+			if s != "" {
+				m[s] = true
+			}
+		}
+		return m
+	}
+	return maps.Equal(set(a), set(b))
 }
