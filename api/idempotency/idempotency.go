@@ -42,7 +42,8 @@ type Config struct {
 	Bucket string        // default "ASTRO_IDEMPOTENCY"
 	TTL    time.Duration // how long a key is remembered; default 24h
 	// ClaimTimeout is when a pending claim is considered abandoned (its
-	// process died); it must exceed MaxWrite. Default 15s.
+	// process died); it must exceed MaxWrite, or Open refuses it. Default
+	// 15s.
 	ClaimTimeout time.Duration
 	Replicas     int
 	// MaxBytes bounds the bucket; default 1 GiB. A record is the answer's
@@ -80,6 +81,11 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	}
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = 1 << 30
+	}
+	// A claim no older than MaxWrite may be a live request still writing:
+	// taking it over would run the request twice at once.
+	if cfg.ClaimTimeout <= MaxWrite {
+		return nil, fmt.Errorf("idempotency: ClaimTimeout %v must exceed MaxWrite %v", cfg.ClaimTimeout, MaxWrite)
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
@@ -215,36 +221,14 @@ func RequestHash(method, path string, body []byte, extra ...string) string {
 // request holds a fresh claim on the same key.
 func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, replay *Record, err error) {
 	fingerprint, seal := derive(request)
-	// Once the key was seen held by a request in progress, the caller's
-	// deadline ending is that request still running, wherever in a KV call
-	// it ends.
+	// waiting: the key was seen held by a request in progress, so the
+	// caller's deadline ending is that request still running, wherever in
+	// a KV call it ends.
 	waiting := false
-	kvErr := func(what string, err error) error {
-		if waiting && ctx.Err() != nil {
-			return ErrInProgress
-		}
-		return fmt.Errorf("%s: %w", what, err)
-	}
+	// backoff spaces the takeovers whose write failed other than by a
+	// race or a full bucket: such a failure is waited out, not spun on in
+	// round trips until the deadline.
 	backoff := 25 * time.Millisecond
-	// retake decides what follows a takeover's failed Update. Another
-	// request that took over first is found at once, as a fresh claim to
-	// wait for; a full bucket stays full until records expire; any other
-	// failure is waited out, not spun on in round trips until the deadline.
-	retake := func(err error) error {
-		switch {
-		case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			return nil
-		case full(err):
-			return fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
-		}
-		select {
-		case <-ctx.Done():
-			return kvErr("take over idempotency key", err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
-		return nil
-	}
 	for {
 		rec := Record{Request: fingerprint, Pending: true, ClaimedAt: s.cfg.Now().UTC()}
 		val, _ := json.Marshal(rec)
@@ -256,33 +240,39 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, nil, kvErr("claim idempotency key", err)
+			return nil, nil, kvError(ctx, waiting, "claim idempotency key", err)
 		}
 		entry, err := s.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // released or expired in between: claim again
 		}
 		if err != nil {
-			return nil, nil, kvErr("read idempotency key", err)
+			return nil, nil, kvError(ctx, waiting, "read idempotency key", err)
 		}
 		var found Record
 		if err := json.Unmarshal(entry.Value(), &found); err != nil {
 			return nil, nil, fmt.Errorf("decode idempotency record: %w", err)
 		}
+
+		var pause time.Duration
+		var takeoverErr error // the takeover's failure that pause waits out
 		switch {
 		case found.Request != fingerprint:
 			return nil, nil, ErrMismatch
-		case found.Unanswered:
-			// The same request again, after a failure: execute it again,
-			// taking the record over atomically.
+		case s.abandoned(found):
+			// Take the record over atomically, from that very revision.
 			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
-			if err == nil {
+			switch {
+			case err == nil:
 				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal, again: true}, nil, nil
+			case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+				continue // another request took over first: found at once, as a fresh claim to wait for
+			case full(err):
+				// Full it stays until records expire.
+				return nil, nil, fmt.Errorf("claim idempotency key: %w (%v)", ErrFull, err)
 			}
-			if err := retake(err); err != nil {
-				return nil, nil, err
-			}
-			continue
+			pause, takeoverErr = backoff, err
+			backoff = min(2*backoff, time.Second)
 		case !found.Pending:
 			if found.Body != nil {
 				if found.Body, err = openBody(seal, found.Body); err != nil {
@@ -290,24 +280,36 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 				}
 			}
 			return nil, &found, nil
-		case s.cfg.Now().Sub(found.ClaimedAt) > s.cfg.ClaimTimeout:
-			// The claimant died: take over, atomically, from that very record.
-			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
-			if err == nil {
-				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal, again: true}, nil, nil
-			}
-			if err := retake(err); err != nil {
-				return nil, nil, err
-			}
-			continue
+		default:
+			waiting = true
+			pause = 25 * time.Millisecond
 		}
-		waiting = true
 		select {
 		case <-ctx.Done():
-			return nil, nil, ErrInProgress
-		case <-time.After(25 * time.Millisecond):
+			if waiting {
+				return nil, nil, ErrInProgress
+			}
+			return nil, nil, fmt.Errorf("take over idempotency key: %w", takeoverErr)
+		case <-time.After(pause):
 		}
 	}
+}
+
+// abandoned reports whether a record of the same request is to be taken
+// over and executed again: it failed in a way that may have left it done
+// (Unanswered), or its claimant died (a claim older than ClaimTimeout).
+func (s *Store) abandoned(r Record) bool {
+	return r.Unanswered || r.Pending && s.cfg.Now().Sub(r.ClaimedAt) > s.cfg.ClaimTimeout
+}
+
+// kvError is the error of a failed KV call of Begin: ErrInProgress when
+// the key was seen held by a request in progress (waiting) and the
+// caller's deadline ended the call, as that request still running.
+func kvError(ctx context.Context, waiting bool, what string, err error) error {
+	if waiting && ctx.Err() != nil {
+		return ErrInProgress
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // Finish records the answer for replay: its status and body, and the log

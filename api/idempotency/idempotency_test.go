@@ -197,6 +197,45 @@ func TestClaims(t *testing.T) {
 	}
 }
 
+// TestClaimTimeoutExceedsMaxWrite: a store whose claims go stale while a
+// write under them may still run is refused, before any bucket is made:
+// its takeovers would execute a live request a second time.
+func TestClaimTimeoutExceedsMaxWrite(t *testing.T) {
+	js, err := jetstream.New(natstest.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		timeout time.Duration
+		taken   bool
+	}{
+		{"default", 0, true},
+		{"just past MaxWrite", MaxWrite + time.Millisecond, true},
+		{"MaxWrite", MaxWrite, false},
+		{"under MaxWrite", MaxWrite / 2, false},
+		{"negative", -time.Second, false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket := fmt.Sprintf("IDEM_CLAIM_TIMEOUT_%d", i)
+			_, err := Open(t.Context(), js, Config{Bucket: bucket, ClaimTimeout: tc.timeout})
+			if tc.taken {
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Open took a ClaimTimeout of %v with writes bounded to %v", tc.timeout, MaxWrite)
+			}
+			if _, err := js.KeyValue(t.Context(), bucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+				t.Fatalf("bucket of a refused config: %v, want ErrBucketNotFound", err)
+			}
+		})
+	}
+}
+
 // TestRecordsExpire: after TTL a key is forgotten and claimable again,
 // whatever request comes.
 func TestRecordsExpire(t *testing.T) {
