@@ -628,17 +628,19 @@ func (rb *rebuild) catchUp(ctx context.Context) error {
 			}
 			return nil
 		}
-		if err := rb.inTx(ctx, func(tx *sqlx.Tx) error { return rb.apply(ctx, tx, batch) }); err != nil {
+		if err := rb.applyBatch(ctx, batch); err != nil {
 			return err
 		}
 		rb.report("building", false)
 	}
 }
 
-// inTx runs fn in a transaction whose unqualified names are the new read
-// model's tables. A commit need not wait for the disk: a crash loses the
-// last batches with their checkpoint, and the next run applies them again.
-func (rb *rebuild) inTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
+// applyBatch applies batch in a transaction of its own, whose unqualified
+// names are the new read model's tables, and moves to where it reached
+// once it is committed. A commit need not wait for the disk: a crash loses
+// the last batches with their checkpoint, and the next run applies them
+// again.
+func (rb *rebuild) applyBatch(ctx context.Context, batch []*logged) error {
 	tx, err := rb.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
@@ -647,22 +649,38 @@ func (rb *rebuild) inTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
 	if _, err := tx.ExecContext(ctx, `SET LOCAL search_path TO `+rb.build+`; SET LOCAL synchronous_commit TO off`); err != nil {
 		return err
 	}
-	pos, id, applied := rb.pos, rb.eventID, rb.res.Applied
-	if err := fn(tx); err != nil {
-		rb.pos, rb.eventID, rb.res.Applied = pos, id, applied
+	to, err := rb.apply(ctx, tx, batch)
+	if err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		rb.pos, rb.eventID, rb.res.Applied = pos, id, applied
 		return err
 	}
+	rb.moveTo(to)
 	return nil
 }
 
+// advance is where a batch brings the new read model: its checkpoint, and
+// the events it applied. Its transaction holds it until it commits: the
+// rebuild moves to it (moveTo) only then, so that a batch rolled back, to
+// be read and applied again, leaves nothing to undo.
+type advance struct {
+	pos     uint64 // the checkpoint
+	eventID string // the event at pos
+	applied int64  // events applied
+}
+
+// moveTo takes up a batch's advance once its transaction is committed.
+func (rb *rebuild) moveTo(a advance) {
+	rb.pos, rb.eventID = a.pos, a.eventID
+	rb.res.Applied += a.applied
+}
+
 // apply applies batch to the new read model, inside tx, with its
-// checkpoint. Events the live projector parks (it cannot read or apply
-// them) are left out here too.
-func (rb *rebuild) apply(ctx context.Context, tx *sqlx.Tx, batch []*logged) error {
+// checkpoint, and returns where the batch brings it once tx commits.
+// Events the live projector parks (it cannot read or apply them) are left
+// out here too.
+func (rb *rebuild) apply(ctx context.Context, tx *sqlx.Tx, batch []*logged) (advance, error) {
 	evs := make([]events.Event, 0, len(batch))
 	pos, id, bad := rb.pos, rb.eventID, 0
 	for _, l := range batch {
@@ -677,22 +695,22 @@ func (rb *rebuild) apply(ctx context.Context, tx *sqlx.Tx, batch []*logged) erro
 		evs = append(evs, l.e)
 	}
 	if pos == rb.pos {
-		return nil
+		return advance{pos: rb.pos, eventID: rb.eventID}, nil
 	}
 	if len(evs) > 0 {
 		if _, err := tx.ExecContext(ctx, `SAVEPOINT batch`); err != nil {
-			return err
+			return advance{}, err
 		}
 		if err := rb.m.Apply(ctx, tx, evs); err != nil {
 			if !poisonous(err) {
-				return err
+				return advance{}, err
 			}
 			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT batch`); err != nil {
-				return err
+				return advance{}, err
 			}
 			poison, err := applyIsolated(ctx, tx, rb.m, evs)
 			if err != nil {
-				return err
+				return advance{}, err
 			}
 			bad += len(poison)
 		}
@@ -702,11 +720,9 @@ func (rb *rebuild) apply(ctx context.Context, tx *sqlx.Tx, batch []*logged) erro
 	}
 	if err := writeCheckpoint(ctx, tx, rb.build+".projector_checkpoints", rb.m.Name(), rb.pos,
 		checkpoint{Seq: pos, Version: rb.m.Version(), StreamCreated: rb.created, EventID: id}); err != nil {
-		return err
+		return advance{}, err
 	}
-	rb.pos, rb.eventID = pos, id
-	rb.res.Applied += int64(len(evs))
-	return nil
+	return advance{pos: pos, eventID: id, applied: int64(len(evs))}, nil
 }
 
 // retryable: a lock wait that ended (lock_timeout) or a deadlock; the
@@ -719,7 +735,9 @@ func retryable(err error) bool {
 // switchOver holds the live read model's writes (reads go on), brings the
 // new one to the live one's position, compares them, and switches them if
 // they agree or the switch is forced. It reports false when the live one
-// had moved too far ahead to catch up while holding its writes.
+// had moved too far ahead to catch up while holding its writes, or the
+// switch gave up waiting for the live tables: the new read model is then
+// where it was, and what the switch read is read again.
 func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 	tables := rb.m.Tables()
 	live, build := make([]string, len(tables)), make([]string, len(tables))
@@ -731,94 +749,55 @@ func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer tx.Rollback()
-	// EXCLUSIVE lets queries read on, and makes a batch of the live
-	// projector wait: once granted, no batch is half done, and the live
-	// checkpoint is the live tables' position.
-	if _, err := tx.ExecContext(ctx, `LOCK TABLE `+strings.Join(live, ", ")+` IN EXCLUSIVE MODE`); err != nil {
-		if retryable(err) {
-			// A batch that took the tables in another order than Tables
-			// says: PostgreSQL ended one of the two, here the switch.
-			rb.log.Info("switch met a batch of the live projector; trying again", "err", err)
-			return false, nil
-		}
+	final, ready, err := rb.holdLive(ctx, tx, live)
+	if !ready || err != nil {
 		return false, err
 	}
-	lc, err := readCheckpoint(ctx, tx, rb.live+".projector_checkpoints", rb.m.Name())
-	if err != nil {
-		return false, err
-	}
-	final := lc
-	if rb.cfg.diverged {
-		final = checkpoint{Seq: rb.pos, EventID: rb.eventID}
-	}
-	if final.Seq < rb.pos {
-		return false, fmt.Errorf("the live read model (at %d) went back behind the new one (at %d)", final.Seq, rb.pos)
-	}
-	if final.Seq-rb.pos > uint64(rb.cfg.Batch) {
-		return false, nil // catch up without holding the live writes
-	}
-	pos, id, applied := rb.pos, rb.eventID, rb.res.Applied
-	undo := func() { rb.pos, rb.eventID, rb.res.Applied = pos, id, applied }
 	batch, err := rb.upTo(ctx, final.Seq)
 	if err != nil {
-		undo()
 		return false, err
 	}
 	if _, err := tx.ExecContext(ctx, `SET LOCAL search_path TO `+rb.build); err != nil {
 		return false, err
 	}
-	if err := rb.apply(ctx, tx, batch); err != nil {
-		undo()
+	to, err := rb.apply(ctx, tx, batch)
+	if err != nil {
 		return false, err
 	}
 	rb.res.Position = final.Seq
-	rb.report("comparing", true)
+	rb.reportAt("comparing", true, to)
 	if rb.res.Diffs, err = rb.compare(ctx, tx, tables, live, build); err != nil {
-		undo()
 		return false, err
 	}
 	if len(rb.res.Diffs) > 0 && !rb.cfg.Force && !rb.cfg.diverged {
 		// Keep what was applied: the next run compares again from here.
 		if err := tx.Commit(); err != nil {
-			undo()
 			return false, err
 		}
+		rb.moveTo(to)
 		rb.res.Elapsed = time.Since(rb.start)
 		rb.report("disagree", true)
 		return true, ErrDisagree
 	}
-	// Moving a table waits for the reads under way, and the reads that
-	// come meanwhile wait behind it: a long read makes the switch give up
-	// and try again rather than hold the others.
-	stmts := []string{`SET LOCAL lock_timeout = '2s'`, `CREATE SCHEMA ` + rb.retired}
-	for i := range tables {
-		stmts = append(stmts, `ALTER TABLE `+live[i]+` SET SCHEMA `+rb.retired)
-	}
-	for i := range tables {
-		stmts = append(stmts, `ALTER TABLE `+build[i]+` SET SCHEMA `+rb.live)
-	}
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			undo()
-			if retryable(err) {
-				rb.unread(batch...)
-				rb.log.Info("switch waited too long for the live tables; trying again", "err", err)
-				return false, nil // lock_timeout or a deadlock: nothing done, try again
-			}
-			return false, fmt.Errorf("switch: %w", err)
+	if err := rb.swap(ctx, tx, live, build); err != nil {
+		if retryable(err) {
+			// lock_timeout or a deadlock: nothing done, try again.
+			rb.unread(batch...)
+			rb.log.Info("switch waited too long for the live tables; trying again", "err", err)
+			return false, nil
 		}
+		return false, fmt.Errorf("switch: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO `+rb.live+`.projector_checkpoints (name, seq, version, stream_created, event_id)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, version = EXCLUDED.version,
 			stream_created = EXCLUDED.stream_created, event_id = EXCLUDED.event_id, updated_at = now()`,
 		rb.m.Name(), final.Seq, rb.m.Version(), rb.created, final.EventID); err != nil {
-		undo()
 		return false, fmt.Errorf("switch: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		undo()
 		return false, fmt.Errorf("switch: %w", err)
 	}
+	rb.moveTo(to)
 	rb.res.Switched, rb.res.Elapsed = true, time.Since(rb.start)
 	rb.report("switched", true)
 	// The old tables and the emptied schema: the next run drops them if
@@ -827,6 +806,63 @@ func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 		rb.log.Warn("drop the replaced read model", "err", err)
 	}
 	return true, nil
+}
+
+// holdLive holds the writes to the live tables in tx and returns the
+// checkpoint the switch brings the new read model to: the live one's, or,
+// when that one is wrong, the new one's own. It reports false when the
+// switch is to catch up first (its caller rolls tx back): a batch of the
+// live projector ended the lock's wait, or the live read model is more
+// than a batch ahead.
+func (rb *rebuild) holdLive(ctx context.Context, tx *sqlx.Tx, live []string) (final checkpoint, ready bool, err error) {
+	// EXCLUSIVE lets queries read on, and makes a batch of the live
+	// projector wait: once granted, no batch is half done, and the live
+	// checkpoint is the live tables' position.
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE `+strings.Join(live, ", ")+` IN EXCLUSIVE MODE`); err != nil {
+		if retryable(err) {
+			// A batch that took the tables in another order than Tables
+			// says: PostgreSQL ended one of the two, here the switch.
+			rb.log.Info("switch met a batch of the live projector; trying again", "err", err)
+			return checkpoint{}, false, nil
+		}
+		return checkpoint{}, false, err
+	}
+	lc, err := readCheckpoint(ctx, tx, rb.live+".projector_checkpoints", rb.m.Name())
+	if err != nil {
+		return checkpoint{}, false, err
+	}
+	final = lc
+	if rb.cfg.diverged {
+		final = checkpoint{Seq: rb.pos, EventID: rb.eventID}
+	}
+	if final.Seq < rb.pos {
+		return checkpoint{}, false, fmt.Errorf("the live read model (at %d) went back behind the new one (at %d)", final.Seq, rb.pos)
+	}
+	if final.Seq-rb.pos > uint64(rb.cfg.Batch) {
+		return checkpoint{}, false, nil // catch up without holding the live writes
+	}
+	return final, true, nil
+}
+
+// swap moves the live tables out of the way and the new ones in their
+// place, in tx.
+func (rb *rebuild) swap(ctx context.Context, tx *sqlx.Tx, live, build []string) error {
+	// Moving a table waits for the reads under way, and the reads that
+	// come meanwhile wait behind it: a long read makes the switch give up
+	// and try again rather than hold the others.
+	stmts := []string{`SET LOCAL lock_timeout = '2s'`, `CREATE SCHEMA ` + rb.retired}
+	for _, t := range live {
+		stmts = append(stmts, `ALTER TABLE `+t+` SET SCHEMA `+rb.retired)
+	}
+	for _, t := range build {
+		stmts = append(stmts, `ALTER TABLE `+t+` SET SCHEMA `+rb.live)
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // compare returns the rows each side holds that the other does not, table
@@ -864,6 +900,12 @@ func (rb *rebuild) compare(ctx context.Context, tx *sqlx.Tx, tables, live, build
 // report tells cfg.Progress how the rebuild goes, at most every
 // ProgressEvery unless final.
 func (rb *rebuild) report(phase string, final bool) {
+	rb.reportAt(phase, final, advance{pos: rb.pos, eventID: rb.eventID})
+}
+
+// reportAt reports the new read model where a batch not committed yet
+// brings it (at): what the switch compares is its transaction's.
+func (rb *rebuild) reportAt(phase string, final bool, at advance) {
 	if rb.cfg.Progress == nil {
 		return
 	}
@@ -872,9 +914,10 @@ func (rb *rebuild) report(phase string, final bool) {
 		return
 	}
 	rb.reported = now
-	p := Progress{Phase: phase, Applied: rb.res.Applied, Position: rb.pos, Remaining: rb.remain}
+	applied := rb.res.Applied + at.applied
+	p := Progress{Phase: phase, Applied: applied, Position: at.pos, Remaining: rb.remain}
 	if s := now.Sub(rb.start).Seconds(); s > 0 {
-		p.Rate = float64(rb.res.Applied) / s
+		p.Rate = float64(applied) / s
 	}
 	if p.Rate > 0 {
 		p.ETA = time.Duration(float64(p.Remaining) / p.Rate * float64(time.Second))
