@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -174,37 +173,19 @@ func (l *Log) headers(ctx context.Context, st jetstream.Stream, subject string, 
 	return err
 }
 
-// eraseAll erases the messages at seqs, several requests in flight. The
-// server erases them one at a time (each rewrites a block); keeping it
-// busy hides the round trips between them.
+// eraseAll erases the messages at seqs, one request at a time. The server
+// serves stream and consumer infos from a queue it takes only when no
+// other API request waits: erasures kept queued ahead (each rewrites a
+// block) starved them, and through a compaction round /readyz and the
+// projectors' set-up timed out. Between two requests of this loop, an
+// info is answered.
 func (l *Log) eraseAll(ctx context.Context, st jetstream.Stream, seqs []uint64) error {
-	const inFlight = 16
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan uint64)
-	var wg sync.WaitGroup
-	for range min(inFlight, len(seqs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for seq := range next {
-				if err := st.SecureDeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-					cancel(fmt.Errorf("seq %d: %w", seq, err))
-				}
-			}
-		}()
-	}
-feed:
 	for _, seq := range seqs {
-		select {
-		case next <- seq:
-		case <-ctx.Done():
-			break feed
+		if err := st.SecureDeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("seq %d: %w", seq, err)
 		}
 	}
-	close(next)
-	wg.Wait()
-	return context.Cause(ctx)
+	return nil
 }
 
 // Turnover estimates how long the stream that keeps subject takes to fill

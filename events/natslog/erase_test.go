@@ -1,10 +1,15 @@
 package natslog_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/events"
 )
@@ -51,5 +56,60 @@ func TestEraseBeforeKeeping(t *testing.T) {
 				t.Errorf("removed %d, left %v; want 2 removed, %v left", n, left, want)
 			}
 		})
+	}
+}
+
+// The server serves stream and consumer infos from a queue it takes only
+// when no other API request waits: an erasure that kept many deletes
+// queued starved them, and through a compaction round /readyz and the
+// projectors' set-up timed out. An info asked while an erasure runs is
+// answered before it ends.
+func TestInfosAreAnsweredWhileAnErasureRuns(t *testing.T) {
+	l, nc := openLog(t)
+	ctx := context.Background()
+	subj := holidaySubject("h1")
+	const n = 1000
+	var last uint64
+	for i := range n {
+		seq, err := l.Append(ctx, subj, last, renamed(t, fmt.Sprint("e", i), "h1", "a", "b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = seq
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, l.StreamFor(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := last - n + 1
+	var erased atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.EraseBefore(ctx, subj, last+1, true)
+		erased.Store(true)
+		done <- err
+	}()
+	// Once the first event is gone the erasure is under way.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := st.GetMsg(ctx, first); errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the erasure did not begin")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := st.Info(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if erased.Load() {
+		t.Errorf("a stream info asked while %d events were erased was answered only once they were", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
