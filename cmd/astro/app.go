@@ -53,11 +53,11 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 	if err != nil {
 		return nil, err
 	}
-	compactor, err := notifications.NewCompactor(inboxes, evlog, evlog, evlog.Pending(), now, notifications.CompactorConfig{EraseWithin: cfg.EraseWithin, Logger: log})
+	compactor, err := notifications.NewCompactor(inboxes, evlog, evlog, evlog.ErasureLedger(), now, notifications.CompactorConfig{EraseWithin: cfg.EraseWithin, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	eraser, err := erasure.New(evlog, evlog.Snapshots(), evlog.Pending(), compactor, now, log)
+	eraser, err := erasure.New(evlog, evlog.Snapshots(), evlog.ErasureLedger(), compactor, now, log)
 	if err != nil {
 		return nil, err
 	}

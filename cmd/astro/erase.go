@@ -50,11 +50,11 @@ func runErase(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	compactor, err := notifications.NewCompactor(inboxes, log, log, log.Pending(), time.Now, notifications.CompactorConfig{})
+	compactor, err := notifications.NewCompactor(inboxes, log, log, log.ErasureLedger(), time.Now, notifications.CompactorConfig{})
 	if err != nil {
 		return err
 	}
-	eraser, err := erasure.New(log, log.Snapshots(), log.Pending(), compactor, time.Now, nil)
+	eraser, err := erasure.New(log, log.Snapshots(), log.ErasureLedger(), compactor, time.Now, nil)
 	if err != nil {
 		return err
 	}

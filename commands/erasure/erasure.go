@@ -26,7 +26,7 @@ const ScopeErase = "data:erase"
 // Log is the event log as an erasure needs it.
 type Log interface {
 	commands.Log
-	notifications.Eraser
+	notifications.LogEraser
 	// Subjects lists the subjects matching filter that hold events.
 	Subjects(ctx context.Context, filter string) ([]string, error)
 	// First returns the sequence and event type of the oldest message on

@@ -46,11 +46,11 @@ func eraserOn(t *testing.T, l interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	comp, err := notifications.NewCompactor(store, l, l, inboxLog.Pending(), time.Now, notifications.CompactorConfig{})
+	comp, err := notifications.NewCompactor(store, l, l, inboxLog.ErasureLedger(), time.Now, notifications.CompactorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := New(l, inboxLog.Snapshots(), inboxLog.Pending(), comp, time.Now, nil)
+	x, err := New(l, inboxLog.Snapshots(), inboxLog.ErasureLedger(), comp, time.Now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
 	if n := countEvents(t, l, holiday); n != 0 {
 		t.Fatalf("the holiday's %d events outlived the erasure's first inbox", n)
 	}
-	if left, err := l.Pending().Unfinished(ctx); err != nil || len(left) == 0 {
+	if left, err := l.ErasureLedger().Unfinished(ctx); err != nil || len(left) == 0 {
 		t.Fatalf("the ledger after the cut: %v %v, want the erasure unfinished", left, err)
 	}
 
@@ -179,7 +179,7 @@ func TestWorkspaceErasureCutShortIsFinishedWhileRunning(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 	deadlineAt := time.Now().Add(10 * time.Second)
 	for {
-		left, err := l.Pending().Unfinished(ctx)
+		left, err := l.ErasureLedger().Unfinished(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestWorkspaceErasureDropsItsSnapshots(t *testing.T) {
 	if _, err := eraserOn(t, l, l).Workspace(ctx, dpo); err != nil {
 		t.Fatalf("workspace erasure: %v", err)
 	}
-	if left, err := l.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+	if left, err := l.ErasureLedger().Unfinished(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("the ledger after the erasure: %v %v, want it empty", left, err)
 	}
 	for i := range 6 {
@@ -291,7 +291,7 @@ func TestFinishGoesPastAnErasureThatFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Finish: %v, want w1's failure", err)
 	}
-	left, err := l.Pending().Unfinished(ctx)
+	left, err := l.ErasureLedger().Unfinished(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,14 +327,14 @@ func TestUserErasureCutShortDropsTheInboxSnapshot(t *testing.T) {
 	if _, err := cut.User(request, commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}, "alice"); err == nil {
 		t.Fatal("the erasure was not cut short")
 	}
-	comp, err := notifications.NewCompactor(store, l, l, l.Pending(), time.Now, notifications.CompactorConfig{})
+	comp, err := notifications.NewCompactor(store, l, l, l.ErasureLedger(), time.Now, notifications.CompactorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := comp.FinishAll(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if left, err := l.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+	if left, err := l.ErasureLedger().Unfinished(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("the ledger after finishing: %v %v, want it empty", left, err)
 	}
 	if seq, _, err := l.Snapshots().Load(ctx, key); err != nil || seq != 0 {

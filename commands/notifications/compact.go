@@ -25,8 +25,8 @@ import (
 // Finish, which a restarted compactor runs for each, works out from the
 // log alone what is left to erase.
 
-// Eraser removes events from the log for good.
-type Eraser interface {
+// LogEraser removes events from the log for good.
+type LogEraser interface {
 	// EraseBefore removes every event on subject with a sequence below
 	// before (0: every event) and returns how many it removed. With
 	// overwrite their bytes are overwritten at once; without, they leave
@@ -76,10 +76,11 @@ type CompactorConfig struct {
 	// in the log's files. Every inbox with events since its compaction is
 	// compacted once its oldest event is half this old; a compaction
 	// overwrites what it removes unless the log closes its blocks within
-	// a quarter of it (Eraser.Turnover), in which case dropping the blocks
-	// erases it in time, and then an inbox idle since its compaction is
-	// compacted again at that age too: its live parts would keep their
-	// block, and whatever others removed in it, for good. Default 24h.
+	// a quarter of it (LogEraser.Turnover), in which case dropping the
+	// blocks erases it in time, and then an inbox idle since its
+	// compaction is compacted again at that age too: its live parts would
+	// keep their block, and whatever others removed in it, for good.
+	// Default 24h.
 	EraseWithin time.Duration
 	Logger      *slog.Logger
 }
@@ -88,7 +89,7 @@ type CompactorConfig struct {
 type Compactor struct {
 	inboxes *Inboxes
 	log     Log
-	erase   Eraser
+	erase   LogEraser
 	ledger  Ledger
 	now     func() time.Time
 	cfg     CompactorConfig
@@ -112,7 +113,7 @@ type inboxLock struct {
 
 // NewCompactor returns a Compactor working on the inboxes of store, which
 // keeps them in log.
-func NewCompactor(store *Inboxes, log Log, erase Eraser, ledger Ledger, now func() time.Time, cfg CompactorConfig) (*Compactor, error) {
+func NewCompactor(store *Inboxes, log Log, erase LogEraser, ledger Ledger, now func() time.Time, cfg CompactorConfig) (*Compactor, error) {
 	if store == nil || log == nil || erase == nil || ledger == nil || now == nil {
 		return nil, errors.New("notifications: NewCompactor needs an inbox store, the log, an eraser, a ledger and a clock")
 	}

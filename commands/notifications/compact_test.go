@@ -46,7 +46,7 @@ func newLogFixture(t testing.TB, partBytes int) *logFixture {
 	if f.handlers, err = NewHandlers(f.store, time.Now); err != nil {
 		t.Fatal(err)
 	}
-	if f.compactor, err = NewCompactor(f.store, l, l, l.Pending(), time.Now, CompactorConfig{PartBytes: partBytes}); err != nil {
+	if f.compactor, err = NewCompactor(f.store, l, l, l.ErasureLedger(), time.Now, CompactorConfig{PartBytes: partBytes}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -237,7 +237,7 @@ func TestCompactionAfterARaceBetweenItsParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	comp, err := NewCompactor(store, racing, f.log, f.log.Pending(), time.Now, CompactorConfig{PartBytes: 2 << 10})
+	comp, err := NewCompactor(store, racing, f.log, f.log.ErasureLedger(), time.Now, CompactorConfig{PartBytes: 2 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

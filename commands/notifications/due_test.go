@@ -49,7 +49,7 @@ func TestRunFinishesAnErasureCutShortWhileItRuns(t *testing.T) {
 	deadlineAt := time.Now().Add(10 * time.Second)
 	for {
 		evs := f.history(t, "alice")
-		left, err := f.log.Pending().Unfinished(t.Context())
+		left, err := f.log.ErasureLedger().Unfinished(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestIdleInboxesAreCompactedAgainOnABusyLog(t *testing.T) {
 		t.Fatalf("on a quiet log the round asked for idle inboxes: %v", quiet.asked)
 	}
 
-	comp, err := NewCompactor(f.store, f.log, &quickTurnover{Log: f.log}, f.log.Pending(), time.Now, CompactorConfig{})
+	comp, err := NewCompactor(f.store, f.log, &quickTurnover{Log: f.log}, f.log.ErasureLedger(), time.Now, CompactorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

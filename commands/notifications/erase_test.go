@@ -99,7 +99,7 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 
 	// Cut after the first part: compacted again, whole.
 	whole := f.state(t, "alice")
-	if err := f.log.Pending().Begin(ctx, subject); err != nil {
+	if err := f.log.ErasureLedger().Begin(ctx, subject); err != nil {
 		t.Fatal(err)
 	}
 	appendParts(1)
@@ -119,13 +119,13 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 	if len(compactions) != 1 || !reflect.DeepEqual(fold(t, compacted), whole) {
 		t.Fatalf("after finishing a compaction cut short: %d compactions in the log, folding to another inbox", len(compactions))
 	}
-	if left, err := f.log.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+	if left, err := f.log.ErasureLedger().Unfinished(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("ledger after finishing: %v, %v", left, err)
 	}
 
 	// Cut after every part landed, before the erasure.
 	before := f.state(t, "alice")
-	if err := f.log.Pending().Begin(ctx, subject); err != nil {
+	if err := f.log.ErasureLedger().Begin(ctx, subject); err != nil {
 		t.Fatal(err)
 	}
 	appendParts(1 << 20)
@@ -141,7 +141,7 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 			t.Fatalf("an older compaction is left at %d", e.Seq)
 		}
 	}
-	if left, err := f.log.Pending().Unfinished(ctx); err != nil || len(left) != 0 {
+	if left, err := f.log.ErasureLedger().Unfinished(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("ledger after finishing: %v, %v", left, err)
 	}
 }
@@ -185,7 +185,7 @@ func (f *logFixture) eraseCutShort(t *testing.T, user string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	comp, err := NewCompactor(store, cutting, f.log, f.log.Pending(), time.Now, CompactorConfig{})
+	comp, err := NewCompactor(store, cutting, f.log, f.log.ErasureLedger(), time.Now, CompactorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestFinishingAfterAnErasureOverwritesWhatItErases(t *testing.T) {
 	f.compactPartly(t, "alice", 1) // cut short after its first part
 
 	log := &quickTurnover{Log: f.log}
-	finisher, err := NewCompactor(f.store, f.log, log, f.log.Pending(), time.Now, CompactorConfig{PartBytes: 1 << 10})
+	finisher, err := NewCompactor(f.store, f.log, log, f.log.ErasureLedger(), time.Now, CompactorConfig{PartBytes: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestErasureDuringACompactionOfTheSameInbox(t *testing.T) {
 			}
 		}
 	}}
-	if comp, err = NewCompactor(store, cutting, hook, f.log.Pending(), time.Now, CompactorConfig{PartBytes: 1 << 10}); err != nil {
+	if comp, err = NewCompactor(store, cutting, hook, f.log.ErasureLedger(), time.Now, CompactorConfig{PartBytes: 1 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := comp.Compact(ctx, "w1", "alice"); err != nil {
@@ -349,7 +349,7 @@ func compactingAlice(t *testing.T, f *logFixture) (comp *Compactor, finish func(
 	f.send(t, "alice", "m")
 	compacting, release := make(chan struct{}), make(chan struct{})
 	held := &beforeErase{Log: f.log, before: func() { close(compacting); <-release }}
-	comp, err := NewCompactor(f.store, f.log, held, f.log.Pending(), time.Now, CompactorConfig{})
+	comp, err := NewCompactor(f.store, f.log, held, f.log.ErasureLedger(), time.Now, CompactorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func TestFinishKeepsTheEntryUntilTheSnapshotsAreDropped(t *testing.T) {
 		f.send(t, "alice", fmt.Sprintf("note %d", i))
 	}
 	f.compactPartly(t, "alice", 1)
-	comp, err := NewCompactor(f.store, f.log, snapshotsDown{f.log}, f.log.Pending(), time.Now, CompactorConfig{PartBytes: 1 << 10})
+	comp, err := NewCompactor(f.store, f.log, snapshotsDown{f.log}, f.log.ErasureLedger(), time.Now, CompactorConfig{PartBytes: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestFinishKeepsTheEntryUntilTheSnapshotsAreDropped(t *testing.T) {
 		t.Fatal("finishing went through a failed drop of the snapshots")
 	}
 	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
-	if left, err := f.log.Pending().Unfinished(ctx); err != nil || !slices.Contains(left, subject) {
+	if left, err := f.log.ErasureLedger().Unfinished(ctx); err != nil || !slices.Contains(left, subject) {
 		t.Fatalf("the ledger after a finish stopped before the snapshots' drop: %v %v, want the erasure's entry", left, err)
 	}
 }

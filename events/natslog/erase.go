@@ -289,19 +289,19 @@ func (s Snapshots) Erase(ctx context.Context) error {
 	return nil
 }
 
-// EraseSnapshots implements notifications.Eraser: see Snapshots.Erase.
+// EraseSnapshots implements notifications.LogEraser: see Snapshots.Erase.
 func (l *Log) EraseSnapshots(ctx context.Context) error { return l.Snapshots().Erase(ctx) }
 
-// Pending is the ledger of erasures begun and not yet finished: a key is
-// written before an erasure's first step and removed after its last, so
-// the keys left after a crash name exactly the work to finish.
-type Pending struct{ kv jetstream.KeyValue }
+// ErasureLedger is the ledger of erasures begun and not yet finished: a
+// key is written before an erasure's first step and removed after its
+// last, so the keys left after a crash name exactly the work to finish.
+type ErasureLedger struct{ kv jetstream.KeyValue }
 
-// Pending returns the ledger.
-func (l *Log) Pending() Pending { return Pending{kv: l.pending} }
+// ErasureLedger returns the ledger.
+func (l *Log) ErasureLedger() ErasureLedger { return ErasureLedger{kv: l.pending} }
 
 // Begin records that an erasure of key has begun.
-func (p Pending) Begin(ctx context.Context, key string) error {
+func (p ErasureLedger) Begin(ctx context.Context, key string) error {
 	if _, err := p.kv.Put(ctx, key, nil); err != nil {
 		return fmt.Errorf("record erasure of %s: %w", key, err)
 	}
@@ -309,7 +309,7 @@ func (p Pending) Begin(ctx context.Context, key string) error {
 }
 
 // Done records that the erasure of key has finished.
-func (p Pending) Done(ctx context.Context, key string) error {
+func (p ErasureLedger) Done(ctx context.Context, key string) error {
 	if err := p.kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("record erasure of %s done: %w", key, err)
 	}
@@ -321,7 +321,7 @@ func (p Pending) Done(ctx context.Context, key string) error {
 // written again, with a check of its revision, so it is young again to
 // every other instance's next look, and of two instances that look at once
 // one gets it. An erasure that runs long renews its own entry (Begin).
-func (p Pending) Claim(ctx context.Context, key string, begunBefore time.Time) (bool, error) {
+func (p ErasureLedger) Claim(ctx context.Context, key string, begunBefore time.Time) (bool, error) {
 	e, err := p.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil // finished meanwhile
@@ -343,7 +343,7 @@ func (p Pending) Claim(ctx context.Context, key string, begunBefore time.Time) (
 
 // Unfinished lists the erasures begun and not finished; Claim tells which
 // of them a caller may finish.
-func (p Pending) Unfinished(ctx context.Context) ([]string, error) {
+func (p ErasureLedger) Unfinished(ctx context.Context) ([]string, error) {
 	keys, err := p.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished erasures: %w", err)

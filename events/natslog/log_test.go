@@ -324,7 +324,7 @@ func TestLastSeqUnderConcurrentAppends(t *testing.T) {
 func TestUnfinished(t *testing.T) {
 	l, _ := openLog(t)
 	ctx := t.Context()
-	ledger := l.Pending()
+	ledger := l.ErasureLedger()
 	if err := ledger.Begin(ctx, "astro.w1.inbox.alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestUnfinished(t *testing.T) {
 func TestClaimAnAbandonedErasure(t *testing.T) {
 	l, _ := openLog(t)
 	ctx := t.Context()
-	ledger := l.Pending()
+	ledger := l.ErasureLedger()
 	const key = "astro.w1.workspace.w1"
 	if err := ledger.Begin(ctx, key); err != nil {
 		t.Fatal(err)
