@@ -21,6 +21,7 @@ import (
 	"astro/events/natslog"
 	"astro/events/natsserver"
 	"astro/projections"
+	"astro/projections/pgconn"
 	"astro/projections/pgserver"
 )
 
@@ -310,7 +311,7 @@ func (inf *infra) openDatabase(ctx context.Context, cfg Config, log *slog.Logger
 		}
 		inf.onClose(func() { _ = os.Remove(urlFile) })
 	}
-	db, err := sqlx.Open("postgres", url)
+	db, err := pgconn.Open(url)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}

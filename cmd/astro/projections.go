@@ -12,10 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"astro/events/natsserver"
 	"astro/projections"
+	"astro/projections/pgconn"
 )
 
 // postgresURLFile holds the URL of the running service's private
@@ -61,7 +60,7 @@ func projectionsStatus(ctx context.Context, args []string, getenv func(string) s
 		}
 		*dbURL = strings.TrimSpace(string(b))
 	}
-	db, err := sqlx.Open("postgres", *dbURL)
+	db, err := pgconn.Open(*dbURL)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

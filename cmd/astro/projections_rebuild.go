@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"astro/events/natsserver"
 	"astro/projections"
+	"astro/projections/pgconn"
 	"astro/projections/pgserver"
 )
 
@@ -60,7 +59,7 @@ func projectionsRebuild(ctx context.Context, args []string, getenv func(string) 
 		}
 		url = pg.URL()
 	}
-	db, err := sqlx.Open("postgres", url)
+	db, err := pgconn.Open(url)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"astro/projections/pgconn"
 )
 
 // passwordFile holds the role's password, in the cluster directory, 0600 to
@@ -76,10 +78,11 @@ func (s *Server) secure(ctx context.Context, pw string, cred *syscall.Credential
 	if b, err := os.ReadFile(path); err == nil && string(b) == hba {
 		return nil
 	}
-	db, err := sql.Open("postgres", s.url)
+	connector, err := pgconn.NewConnector(s.url)
 	if err != nil {
 		return fmt.Errorf("pgserver: %w", err)
 	}
+	db := sql.OpenDB(connector)
 	defer db.Close()
 	// A hex password needs no quoting, and ALTER ROLE takes no parameters.
 	if _, err := db.ExecContext(ctx, `ALTER ROLE astro PASSWORD '`+pw+`'`); err != nil {

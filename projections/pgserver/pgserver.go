@@ -58,7 +58,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lib/pq"
+	"astro/projections/pgconn"
 )
 
 // Config says where the cluster lives and how to run it.
@@ -341,7 +341,7 @@ var errExited = errors.New("postgres exited")
 // server gone, or ctx ends. A TCP connect alone is not enough: postgres
 // accepts those while it is still recovering.
 func waitReady(ctx context.Context, url string, gone func() bool) error {
-	connector, err := pq.NewConnector(url)
+	connector, err := pgconn.NewConnector(url)
 	if err != nil {
 		return fmt.Errorf("pgserver: parse url: %w", err)
 	}

@@ -38,6 +38,7 @@ import (
 	"testing"
 	"time"
 
+	"astro/projections/pgconn"
 	"astro/projections/pgserver"
 
 	"github.com/jmoiron/sqlx"
@@ -106,11 +107,11 @@ func URL(t testing.TB) string {
 	return u.String()
 }
 
-// Open connects to a new, empty database (see URL), checks the connection,
-// and closes it when the test ends.
+// Open connects to a new, empty database (see URL) as Astro does (pgconn),
+// checks the connection, and closes it when the test ends.
 func Open(t testing.TB) *sqlx.DB {
 	t.Helper()
-	db, err := sqlx.Open("postgres", URL(t))
+	db, err := pgconn.Open(URL(t))
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}

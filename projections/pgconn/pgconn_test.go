@@ -1,0 +1,220 @@
+package pgconn_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	neturl "net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"astro/projections/pgconn"
+	"astro/projections/pgtest"
+
+	"github.com/jmoiron/sqlx"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+// freezer forwards TCP to addr until frozen, then holds what it reads
+// without forwarding or closing anything until thawed: a database whose
+// host froze, whose postmaster was stopped, or that a partition cut off,
+// as its clients see it.
+type freezer struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	thawed chan struct{} // closed while forwarding
+	conns  []net.Conn
+}
+
+func newFreezer(t *testing.T, addr string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, thawed: make(chan struct{})}
+	close(f.thawed)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.mu.Lock()
+			f.conns = append(f.conns, c, d)
+			f.mu.Unlock()
+			go f.pipe(c, d)
+			go f.pipe(d, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		f.thaw()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, c := range f.conns {
+			c.Close()
+		}
+	})
+	return f
+}
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.thawed:
+		f.thawed = make(chan struct{})
+	default:
+	}
+}
+
+func (f *freezer) thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.thawed:
+	default:
+		close(f.thawed)
+	}
+}
+
+func (f *freezer) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			f.mu.Lock()
+			thawed := f.thawed
+			f.mu.Unlock()
+			<-thawed
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// A call whose context ends while the database is silent returns at once,
+// however far it got; the connections it broke are dropped and the pool
+// works again once the database answers again. lib/pq alone waits on the
+// silent socket until TCP gives up.
+func TestCallOnASilentDatabaseEndsWithItsContext(t *testing.T) {
+	cases := []struct {
+		name string
+		// call freezes the database at its point and makes the call that
+		// must end with ctx.
+		call func(ctx context.Context, t *testing.T, db *sqlx.DB, freeze func()) error
+	}{
+		{"connect", func(ctx context.Context, t *testing.T, db *sqlx.DB, freeze func()) error {
+			freeze()
+			return db.PingContext(ctx)
+		}},
+		{"query", func(ctx context.Context, t *testing.T, db *sqlx.DB, freeze func()) error {
+			freeze()
+			var n int
+			return db.GetContext(ctx, &n, `SELECT 1`)
+		}},
+		{"prepared query", func(ctx context.Context, t *testing.T, db *sqlx.DB, freeze func()) error {
+			stmt, err := db.PreparexContext(ctx, `SELECT $1::int`)
+			if err != nil {
+				return err
+			}
+			defer stmt.Close()
+			freeze()
+			var n int
+			return stmt.GetContext(ctx, &n, 1)
+		}},
+		{"rows being read", func(ctx context.Context, t *testing.T, db *sqlx.DB, freeze func()) error {
+			rows, err := db.QueryContext(ctx, `SELECT generate_series(1, 100000000)`)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for i := 0; rows.Next(); i++ {
+				if i == 10 {
+					freeze()
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return errors.New("read every row of a frozen database")
+		}},
+		{"commit", func(ctx context.Context, t *testing.T, db *sqlx.DB, freeze func()) error {
+			tx, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `CREATE TABLE t (n int)`); err != nil {
+				return err
+			}
+			freeze()
+			return tx.Commit()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := neturl.Parse(pgtest.URL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newFreezer(t, u.Host)
+			u.Host = f.ln.Addr().String()
+			db, err := pgconn.Open(u.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			if tc.name != "connect" {
+				if err := db.PingContext(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			var frozenAt time.Time
+			done := make(chan error, 1)
+			go func() {
+				done <- tc.call(ctx, t, db, func() { frozenAt = time.Now(); f.freeze() })
+			}()
+			select {
+			case err := <-done:
+				if frozenAt.IsZero() {
+					t.Fatalf("the call ended before the database froze: %v", err)
+				}
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("the call on a frozen database returned %v, want its context's deadline", err)
+				}
+				t.Logf("returned %v after the freeze: %v", time.Since(frozenAt).Round(time.Millisecond), err)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the call with a 1 s context is still blocked 20 s after the database froze")
+			}
+
+			f.thaw()
+			for i := range 40 {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				var n int
+				err := db.GetContext(ctx, &n, `SELECT $1::int`, i)
+				cancel()
+				if err != nil || n != i {
+					t.Fatalf("query %d once the database answers again: %d, %v", i, n, err)
+				}
+			}
+		})
+	}
+}
