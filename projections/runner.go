@@ -400,8 +400,9 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 		return err
 	}
 	delivered := cons.CachedInfo().Delivered.Consumer
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The consumer's work ends with ctx, or with the lock (its cause).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	r.setState(StateRunning)
 	if upgrade != nil {
 		go upgrade(ctx)
@@ -424,14 +425,14 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 		return fmt.Errorf("projector %s: consume: %w", r.p.Name(), err)
 	}
 	defer cc.Stop()
-	// A lost lock stops the pulls at once, even while a batch waits on a
-	// database that answers nothing: another instance is taking over, and
-	// what this one's pulls took would reach it only after AckWait.
-	lostLock := make(chan error, 1)
+	// A lost lock stops the pulls and the batch under way at once, even
+	// one waiting on a database that answers nothing: another instance is
+	// taking over, and what this one's pulls took would reach it only
+	// after AckWait.
 	go func() {
 		select {
 		case err := <-lost:
-			lostLock <- err
+			cancel(err)
 			cc.Stop()
 		case <-ctx.Done():
 		}
@@ -454,16 +455,12 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
-			return nil
-		case err := <-lostLock:
-			return err
+			return context.Cause(ctx) // the lock lost, or Run's end (which Run knows)
 		case err := <-stalled:
 			return err
 		case <-cc.Closed():
-			select {
-			case err := <-lostLock: // closed for it
-				return err
-			default:
+			if ctx.Err() != nil {
+				return context.Cause(ctx) // closed for it
 			}
 			// Consume ends by itself when the consumer is deleted (as
 			// another instance resetting it does) or the connection closes.
@@ -477,7 +474,7 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 		batch = r.fill(ctx, msgs, batch)
 		var gap error
 		batch, delivered, gap = contiguous(batch, delivered)
-		if err := r.applyRetrying(ctx, batch, lostLock); err != nil {
+		if err := r.applyRetrying(ctx, batch); err != nil {
 			return err
 		}
 		if gap != nil {
@@ -567,8 +564,8 @@ func (r *Runner) ping(ctx context.Context, lock *sqlx.Conn) error {
 
 // applyRetrying applies batch until it succeeds: a failure here is a
 // passing one (the database is down), since what cannot be applied at all
-// is parked. It gives up only when the lock is lost or ctx ends.
-func (r *Runner) applyRetrying(ctx context.Context, batch []jetstream.Msg, lost <-chan error) error {
+// is parked. It gives up only when ctx ends (the lock lost with it).
+func (r *Runner) applyRetrying(ctx context.Context, batch []jetstream.Msg) error {
 	for wait := 100 * time.Millisecond; len(batch) > 0; wait = min(2*wait, 30*time.Second) {
 		err := r.apply(ctx, batch)
 		if err == nil || ctx.Err() != nil {
@@ -580,8 +577,6 @@ func (r *Runner) applyRetrying(ctx context.Context, batch []jetstream.Msg, lost 
 		r.cfg.Logger.Error("apply batch failed, will retry", "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
-		case err := <-lost:
-			return err
 		case <-time.After(wait):
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"astro/projections"
+	"astro/projections/pgconn"
 	"astro/projections/pgtest"
 )
 
@@ -82,10 +83,10 @@ func (b *blackhole) pipe(dst, src net.Conn) {
 // machine that lost power) loses its lock within lockIdle, and the
 // standby takes over; PostgreSQL would otherwise keep the writer's session
 // and its lock until TCP gives up, hours later, and no read model moves.
-// The writer, still on the log, stops pulling once its lock's ping goes
-// unanswered: its calls on the cut link never return (lib/pq waits for the
-// server whatever the context), and its pulls took the deliveries the
-// standby waited for.
+// The writer, still on the log, stops pulling and ends its batch under way
+// once its lock's ping goes unanswered: a batch waiting on the cut link
+// ends only with its context, and the writer's pulls took the deliveries
+// the standby waited for.
 func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 	f := newFixture(t)
 	url := pgtest.URL(t)
@@ -103,7 +104,7 @@ func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 	}
 	bh := newBlackhole(t, u.Host)
 	u.Host = bh.ln.Addr().String()
-	proxied, err := sqlx.Open("postgres", u.String())
+	proxied, err := pgconn.Open(u.String()) // as the service connects
 	if err != nil {
 		t.Fatal(err)
 	}
