@@ -117,6 +117,11 @@ func ErrorEnvelope(err error, requestID string) (int, Envelope) {
 	}}
 }
 
+// ErrCutOff is the cause with which a server cancels the requests still
+// running when its shutdown grace is up: they end unanswered, as when the
+// client goes away, but the service's stop is what ended them.
+var ErrCutOff = errors.New("the service stopped before the request was answered")
+
 // writeError answers err in the envelope and logs its cause, unless log
 // is nil.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
@@ -125,6 +130,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	reqID := w.Header().Get("X-Request-Id")
 	switch ctxErr := r.Context().Err(); {
+	case errors.Is(context.Cause(r.Context()), ErrCutOff):
+		log.Warn("request cut off", "method", r.Method, "path", r.URL.Path, "request_id", reqID, "err", err)
+		return
 	case errors.Is(ctxErr, context.Canceled):
 		// net/http cancels a request's context when its client goes away:
 		// nobody reads an answer, and whatever error the cancelled work

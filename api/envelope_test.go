@@ -26,6 +26,8 @@ func TestWriteErrorOfAnEndedRequest(t *testing.T) {
 	cancel()
 	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel2()
+	cutOff, cancel3 := context.WithCancelCause(context.Background())
+	cancel3(ErrCutOff)
 	cause := errors.New("pq: canceling statement due to user request")
 	cases := []struct {
 		name        string
@@ -34,6 +36,7 @@ func TestWriteErrorOfAnEndedRequest(t *testing.T) {
 		logs, logs2 string // what the log line must and must not hold
 	}{
 		{"client gone", cancelled, 0, "client disconnected", "status=500"},
+		{"cut off at shutdown", cutOff, 0, "level=WARN msg=\"request cut off", "client disconnected"},
 		{"deadline passed", expired, 503, "status=503", "status=500"},
 		{"plain failure", context.Background(), 500, "status=500", "client disconnected"},
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"astro/api"
 )
 
 // serve runs the service until ctx ends, then shuts every part down.
@@ -175,6 +177,11 @@ func (s *instance) Run(ctx context.Context) error {
 
 // serveHTTP serves ln until ctx ends, then shuts srv down within grace.
 func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration, what string) error {
+	// Requests cut off when the grace is up say why in the log, not that
+	// their client went away.
+	base, cutOff := context.WithCancelCause(context.Background())
+	defer cutOff(nil)
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -187,6 +194,7 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		// The grace ran out with requests still running: end them here,
 		// before the parts they use stop under them, and say so.
+		cutOff(api.ErrCutOff)
 		_ = srv.Close()
 		return fmt.Errorf("%s shutdown: requests still running after the %v grace were cut off: %w", what, grace, err)
 	}

@@ -142,6 +142,10 @@ func TestShutdownGraceRunningOutIsReported(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "grace") {
 			t.Errorf("run returned %v, want the grace that ran out", err)
 		}
+		// The stop ended the read, not its client.
+		if log := m.stderr.String(); !strings.Contains(log, `msg="request cut off"`) || strings.Contains(log, "client disconnected") {
+			t.Errorf("the log does not say the read was cut off:\n%s", log)
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the service did not stop")
 	}
