@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 
 	"astro/commands"
@@ -30,6 +31,54 @@ func singleValued(q url.Values, names ...string) error {
 		}
 	}
 	return v.Err()
+}
+
+// queryError refuses a query that does not parse: a pair with a raw ';'
+// (no longer a separator since Go 1.17) or a bad percent escape. The
+// url.Values handlers read drops such a pair without a word, and the read
+// would answer a question the client did not ask: the whole list for a
+// $filter, today's holiday for an asOf. A pair whose name parses is
+// refused under that name (as a handler reads it), any other in the
+// message.
+func queryError(raw string) error {
+	if _, err := url.ParseQuery(raw); err == nil {
+		return nil
+	}
+	const (
+		semicolon = "A ';' is not a separator: join parameters with '&', and write a ';' in a value as %3B."
+		escape    = "A '%' must start an escape of two hex digits: write a '%' itself as %25."
+	)
+	v := commands.Validation{}
+	var unnamed []string
+	for _, pair := range strings.Split(raw, "&") {
+		k, val, _ := strings.Cut(pair, "=")
+		key, kerr := url.QueryUnescape(k)
+		_, verr := url.QueryUnescape(val)
+		msg := ""
+		switch {
+		case strings.Contains(pair, ";"):
+			msg = semicolon
+		case kerr != nil || verr != nil:
+			msg = escape
+		default:
+			continue
+		}
+		if kerr != nil || key == "" || strings.Contains(k, ";") {
+			if !slices.Contains(unnamed, msg) {
+				unnamed = append(unnamed, msg)
+			}
+			continue
+		}
+		v.Add(queryName(flatName(key)), msg)
+	}
+	if len(unnamed) == 0 {
+		return v.Err()
+	}
+	e := commands.Errorf(commands.EInvalid, "The query string does not parse: %s", strings.Join(unnamed, " "))
+	if len(v) > 0 {
+		e.Fields = v
+	}
+	return e
 }
 
 // queryNames are the query parameters of every endpoint, as handlers read

@@ -27,7 +27,7 @@ func TestFlatQuery(t *testing.T) {
 		{"params[$filter]=countryId eq 'GB'", url.Values{"$filter": {"countryId eq 'GB'"}}},
 		{"a[b]=1", nil}, // not an array index: kept
 		{"params[]=1", url.Values{"params": {"1"}}}, // an array named params
-		{"params[x=%zz", nil},                       // does not parse: the handler refuses it
+		{"params[x=%zz", nil},                       // does not parse: serve refuses it (queryError)
 		{"", nil},
 		// A known name in any case is that name; others are left alone.
 		{"LastId=x&lastid=y&LASTID=z", url.Values{"lastId": {"x", "y", "z"}}},
@@ -181,6 +181,48 @@ func TestParseDateTime(t *testing.T) {
 	} {
 		if _, ok := parseDateTime(tc.in); ok != tc.ok {
 			t.Errorf("%q: ok %v, want %v", tc.in, ok, tc.ok)
+		}
+	}
+}
+
+// TestQueryError: a pair url.ParseQuery cannot read is refused under its
+// parameter's name when that parses; dropped, the read would answer
+// another question.
+func TestQueryError(t *testing.T) {
+	for _, tc := range []struct {
+		raw     string
+		ok      bool
+		refused []string // the fields refused, sorted
+	}{
+		{"$filter=date%20eq%202099-01-01", true, nil},
+		{"", true, nil},
+		{"a=%3B&b=%25", true, nil},
+		{"$filter=date%20eq%202099-01-01;", false, []string{"$filter"}},
+		{"$filter=x%zz", false, []string{"$filter"}},
+		{"asOf=2000-01-01T00:00:00Z%", false, []string{"asOf"}},
+		{"SenderId=nobody%&$top=1;", false, []string{"$top", "senderId"}},
+		{"params[$filter]=a;b", false, []string{"$filter"}},
+		{"%zz=1", false, nil}, // no name to give: the message says it
+		{"a;b=1", false, nil},
+	} {
+		err := queryError(tc.raw)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("%q: %v", tc.raw, err)
+			}
+			continue
+		}
+		var e *commands.Error
+		if !errors.As(err, &e) || e.Code != commands.EInvalid || e.Message == "" {
+			t.Fatalf("%q: %v, want a validation error", tc.raw, err)
+		}
+		var got []string
+		for field := range e.Fields {
+			got = append(got, field)
+		}
+		slices.Sort(got)
+		if !reflect.DeepEqual(got, tc.refused) {
+			t.Errorf("%q: refused %v, want %v", tc.raw, got, tc.refused)
 		}
 	}
 }

@@ -313,6 +313,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, commands.Errorf(commands.EMethod, "%s is not allowed on %s; it takes %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 		return
 	}
+	if err := queryError(r.URL.RawQuery); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	if r.Method == http.MethodHead {
 		r = headAsGet(r)
 	}

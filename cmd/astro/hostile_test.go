@@ -484,3 +484,30 @@ func TestWorkspaceHolidayBudget(t *testing.T) {
 	s.call("POST", "/api/data/holidays", alice, long).want(t, 422)
 	s.call("POST", "/api/data/holidays", token(t, "mallory", "w2"), year).want(t, 200)
 }
+
+// TestUnparsableQueryIsRefused: a pair with a raw ';' or a bad percent
+// escape was dropped by the handlers' url.Values, and the read answered
+// without it: the whole list for a $filter, today's holiday for an asOf,
+// every sender for a senderId.
+func TestUnparsableQueryIsRefused(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	h := s.createHoliday(alice, map[string]any{"reason": "New Year", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
+	for path, field := range map[string]string{
+		"/api/data/holidays/global?$filter=date%20eq%202099-01-01;":   "$filter",
+		"/api/data/holidays/global?$filter=date%20eq%202099-01-01%zz": "$filter",
+		"/api/data/holidays/" + h.ID + "?asOf=2000-01-01T00:00:00Z%":  "asOf",
+		"/api/data/holidays/" + h.ID + "?asOf=2000-01-01T00:00:00Z;":  "asOf",
+		"/api/data/notifications?senderId=nobody%":                    "senderId",
+		"/api/data/holidays/global?%zz=1":                             "",
+	} {
+		env := s.call(http.MethodGet, path, alice, nil)
+		if env.Status != http.StatusBadRequest || env.Error == nil {
+			t.Errorf("%s: HTTP %d, want 400: %s", path, env.Status, env.raw)
+			continue
+		}
+		if field != "" && len(env.Error.ValidationErrors[field]) == 0 {
+			t.Errorf("%s: want validationErrors.%s: %s", path, field, env.raw)
+		}
+	}
+}
