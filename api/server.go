@@ -317,6 +317,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	if err := headerError(r.Header); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	if r.Method == http.MethodHead {
 		r = headAsGet(r)
 	}

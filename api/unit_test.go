@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,5 +144,40 @@ func TestMergeSlashes(t *testing.T) {
 		if mergeSlashes(u); u.EscapedPath() != want {
 			t.Errorf("%s: %s, want %s", raw, u.EscapedPath(), want)
 		}
+	}
+}
+
+// TestHeaderError: a singleton header given twice with values that differ
+// is refused under its name; one header holding a comma list is one value,
+// and the same value repeated is that value.
+func TestHeaderError(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		header  http.Header
+		refused []string
+	}{
+		{"one each", http.Header{"Authorization": {"Bearer a"}, "Content-Type": {"application/json"}, "Idempotency-Key": {"k"}, HeaderMinPosition: {"3"}}, nil},
+		{"a list is one header", http.Header{"Accept": {"a", "b"}, "Content-Type": {"application/json; charset=utf-8"}}, nil},
+		{"the same twice", http.Header{"Authorization": {"Bearer a", "Bearer a"}}, nil},
+		{"two tokens", http.Header{"Authorization": {"Bearer a", "Bearer b"}}, []string{"Authorization"}},
+		{"two keys", http.Header{"Idempotency-Key": {"k1", "k2"}}, []string{"Idempotency-Key"}},
+		{"two types", http.Header{"Content-Type": {"application/json", "text/plain"}}, []string{"Content-Type"}},
+		{"two positions", http.Header{HeaderMinPosition: {"1", "99"}}, []string{HeaderMinPosition}},
+		{"two spellings", http.Header{"Authorization": {"Bearer a"}, "authorization": {"Bearer b"}}, []string{"Authorization"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := headerError(tc.header)
+			var got []string
+			if err != nil {
+				var e *commands.Error
+				if !errors.As(err, &e) || e.Code != commands.EInvalid {
+					t.Fatalf("%v, want a validation error", err)
+				}
+				got = slices.Sorted(maps.Keys(e.Fields))
+			}
+			if !slices.Equal(got, tc.refused) {
+				t.Errorf("refused %v, want %v", got, tc.refused)
+			}
+		})
 	}
 }

@@ -214,7 +214,23 @@ func (s *Server) record(ctx context.Context, claim *idempotency.Claim, status in
 
 // caller authenticates a message as the HTTP API authenticates a request.
 func (s *Server) caller(ctx context.Context, m *nats.Msg, reqID string) (commands.Caller, error) {
-	token, err := auth.FromHeader(header(m, "Authorization"))
+	// NATS keeps the case clients write, and HTTP habits send
+	// "authorization" as often as "Authorization": a header is read by its
+	// name in any case, and refused when given twice with values that
+	// differ.
+	authz, err := api.SingleHeader(m.Header, "Authorization")
+	if err != nil {
+		return commands.Caller{}, err
+	}
+	key, err := api.SingleHeader(m.Header, "Idempotency-Key")
+	if err != nil {
+		return commands.Caller{}, err
+	}
+	integration, err := api.SingleHeader(m.Header, "x-integration-name")
+	if err != nil {
+		return commands.Caller{}, err
+	}
+	token, err := auth.FromHeader(authz)
 	if err == nil {
 		var claims auth.Claims
 		if claims, err = s.cfg.Verifier.Verify(ctx, token); err == nil {
@@ -222,9 +238,9 @@ func (s *Server) caller(ctx context.Context, m *nats.Msg, reqID string) (command
 				UserID:         claims.UserID,
 				WorkspaceID:    claims.WorkspaceID,
 				Scopes:         claims.Scopes,
-				Integration:    api.IntegrationName(header(m, "x-integration-name")),
+				Integration:    api.IntegrationName(integration),
 				CorrelationID:  reqID,
-				IdempotencyKey: header(m, "Idempotency-Key"),
+				IdempotencyKey: key,
 			}, nil
 		}
 	}
@@ -233,21 +249,6 @@ func (s *Server) caller(ctx context.Context, m *nats.Msg, reqID string) (command
 		msg += ": " + reason
 	}
 	return commands.Caller{}, &commands.Error{Code: commands.EUnauthorized, Message: msg + ".", Err: err}
-}
-
-// header reads a header of m by name in any case: NATS keeps the case
-// clients write, and HTTP habits send "authorization" as often as
-// "Authorization".
-func header(m *nats.Msg, name string) string {
-	if v := m.Header.Get(name); v != "" {
-		return v
-	}
-	for k, vs := range m.Header {
-		if strings.EqualFold(k, name) && len(vs) > 0 {
-			return vs[0]
-		}
-	}
-	return ""
 }
 
 // reply answers m with the envelope of data, or of err, and returns the

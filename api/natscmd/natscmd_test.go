@@ -2,6 +2,7 @@ package natscmd
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"astro/api/auth"
+	"astro/commands"
 )
 
 // caller authenticates a message carrying header name: value, as a send
@@ -148,5 +150,53 @@ accounts {
 	}
 	if m, err := spy.NextMsg(200 * time.Millisecond); err == nil {
 		t.Fatalf("an answer was published on the event subject %s: %s", m.Subject, m.Data)
+	}
+}
+
+// TestHeaderGivenTwiceIsRefused: NATS keeps the case clients write, so a
+// message may carry two values of one header, or one under two spellings,
+// and which was read depended on a map's order. Two values that differ are
+// refused; the same value repeated is that value.
+func TestHeaderGivenTwiceIsRefused(t *testing.T) {
+	secret := []byte(strings.Repeat("s", auth.MinSecretLen))
+	v, err := auth.NewVerifier(t.Context(), auth.Config{HS256Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(user string) string {
+		t.Helper()
+		tok, err := auth.Sign(secret, auth.Claims{UserID: user, WorkspaceID: "ws", Scopes: []string{"notifications:send"}}, time.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + tok
+	}
+	alice, bob := sign("alice"), sign("bob")
+	for _, tc := range []struct {
+		name   string
+		header nats.Header
+		field  string // "" when accepted
+	}{
+		{"two tokens", nats.Header{"Authorization": {alice, bob}}, "Authorization"},
+		{"two spellings", nats.Header{"Authorization": {alice}, "authorization": {bob}}, "Authorization"},
+		{"one token twice", nats.Header{"Authorization": {alice}, "AUTHORIZATION": {alice}}, ""},
+		{"two keys", nats.Header{"Authorization": {alice}, "Idempotency-Key": {"k1"}, "idempotency-key": {"k2"}}, "Idempotency-Key"},
+		{"two integrations", nats.Header{"Authorization": {alice}, "x-integration-name": {"a", "b"}}, "x-integration-name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := nats.NewMsg(SendSubject)
+			m.Header = tc.header
+			c, err := (&Server{cfg: Config{Verifier: v}}).caller(t.Context(), m, "req")
+			if tc.field == "" {
+				if err != nil || c.UserID != "alice" {
+					t.Fatalf("caller %+v, %v; want alice", c, err)
+				}
+				return
+			}
+			var e *commands.Error
+			if !errors.As(err, &e) || e.Code != commands.EInvalid || len(e.Fields[tc.field]) == 0 {
+				t.Fatalf("caller %+v, %v; want 400 under %s", c, err, tc.field)
+			}
+		})
 	}
 }

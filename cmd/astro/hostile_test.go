@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"astro/api"
 	"astro/api/natscmd"
 	"astro/events"
 )
@@ -509,5 +510,58 @@ func TestUnparsableQueryIsRefused(t *testing.T) {
 		if field != "" && len(env.Error.ValidationErrors[field]) == 0 {
 			t.Errorf("%s: want validationErrors.%s: %s", path, field, env.raw)
 		}
+	}
+}
+
+// TestSingletonHeaderGivenTwiceIsRefused: of two Authorization,
+// Idempotency-Key, Content-Type or X-Astro-Min-Position headers the first
+// was read without a word, while a proxy in front may have checked the
+// other (another user's token, another key). Two that differ are 400.
+func TestSingletonHeaderGivenTwiceIsRefused(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	bob := token(t, "bob", "w2")
+	const create = `{"reason":"Twice","type":"global","dateFrom":"2027-03-01","dateTo":"2027-03-01"}`
+	for _, tc := range []struct {
+		name, method, path, body string
+		header                   http.Header
+		status                   int
+	}{
+		{"two tokens", "GET", "/api/data/notifications/count", "",
+			http.Header{"Authorization": {"Bearer " + bob, "Bearer " + alice}}, 400},
+		{"the token twice", "GET", "/api/data/notifications/count", "",
+			http.Header{"Authorization": {"Bearer " + alice, "Bearer " + alice}}, 200},
+		{"two positions", "GET", "/api/data/holidays/global", "",
+			http.Header{"Authorization": {"Bearer " + alice}, "X-Astro-Min-Position": {"0", "abc"}}, 400},
+		{"two types", "POST", "/api/data/holidays", create,
+			http.Header{"Authorization": {"Bearer " + alice}, "Content-Type": {"application/json", "text/plain"}}, 400},
+		{"two keys", "POST", "/api/data/holidays", create,
+			http.Header{"Authorization": {"Bearer " + alice}, "Content-Type": {"application/json"}, "Idempotency-Key": {"k1", "k2"}}, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, s.base+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header = tc.header
+			resp, err := s.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var env envelope
+			if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+				t.Fatalf("HTTP %d, not an envelope: %v", resp.StatusCode, err)
+			}
+			if resp.StatusCode != tc.status || env.StatusCode != api.StatusName(tc.status) {
+				t.Fatalf("HTTP %d %s, want %d", resp.StatusCode, env.StatusCode, tc.status)
+			}
+			if tc.status == 400 && env.Error == nil || env.Error != nil && len(env.Error.ValidationErrors) != 1 {
+				t.Errorf("want the header in validationErrors: %+v", env.Error)
+			}
+		})
+	}
+	if evs := s.logEvents(t, "HolidayCreated"); len(evs) != 0 {
+		t.Errorf("%d holidays created by refused requests", len(evs))
 	}
 }
