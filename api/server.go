@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -444,6 +445,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, commands.Errorf(commands.ETooLarge, "The body is too large: at most %d bytes.", s.cfg.MaxBodyBytes)
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		// The server's ReadTimeout is the request's deadline: a body still
+		// coming when it passes is a request out of time, which the client
+		// may retry, not a bad one.
+		return nil, &commands.Error{Code: commands.EUnavailable, Message: "The request took longer than its deadline; try again.", Err: err}
 	}
 	if err != nil {
 		return nil, commands.Errorf(commands.EInvalid, "The body could not be read.")

@@ -3,13 +3,17 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"astro/commands"
 	"astro/events"
@@ -177,6 +181,36 @@ func TestHeaderError(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.refused) {
 				t.Errorf("refused %v, want %v", got, tc.refused)
+			}
+		})
+	}
+}
+
+// timeoutBody fails as a connection read does past the server's
+// ReadTimeout.
+type timeoutBody struct{}
+
+func (timeoutBody) Read([]byte) (int, error) {
+	return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+}
+
+// TestBodyReadPastTheDeadline: a body still coming at the server's
+// ReadTimeout (the request's deadline) answered 400 "The body could not be
+// read", telling the client its request was bad; it is 503, to retry.
+func TestBodyReadPastTheDeadline(t *testing.T) {
+	s := &Server{cfg: Config{MaxBodyBytes: 1 << 10}}
+	for name, tc := range map[string]struct {
+		body   io.Reader
+		status int
+	}{
+		"timed out": {timeoutBody{}, http.StatusServiceUnavailable},
+		"broken":    {iotest.ErrReader(errors.New("connection reset")), http.StatusBadRequest},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/api/data/holidays", tc.body)
+			_, err := s.readBody(httptest.NewRecorder(), r)
+			if status, _ := ErrorEnvelope(err, "r"); status != tc.status {
+				t.Errorf("%v: HTTP %d, want %d", err, status, tc.status)
 			}
 		})
 	}

@@ -113,3 +113,37 @@ func (s *service) callRaw(t *testing.T, method, path, tok string, body any, head
 	}
 	return env
 }
+
+// TestSlowBodyIsOutOfTime: a body still coming at the server's ReadTimeout
+// (ASTRO_REQUEST_TIMEOUT) answered 400 "The body could not be read"; the
+// request is out of time, not bad: 503 with Retry-After, as at any
+// deadline.
+func TestSlowBodyIsOutOfTime(t *testing.T) {
+	s := startService(t, func(env map[string]string) { env["ASTRO_REQUEST_TIMEOUT"] = "1s" })
+	alice := token(t, "alice", "w1")
+	body, more := io.Pipe()
+	t.Cleanup(func() { more.Close() })
+	go func() { _, _ = more.Write([]byte(`{"reason":"Slow",`)) }() // and nothing more
+	// Bounded: a server that kept waiting for the body would answer never.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/data/holidays", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+alice)
+	// Not s.client: its contract check reads the whole body before sending.
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env envelope
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		t.Fatalf("HTTP %d, not an envelope: %v", resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || env.StatusCode != "ServiceUnavailable" || resp.Header.Get("Retry-After") == "" || env.Error == nil {
+		t.Errorf("HTTP %d %s, Retry-After %q, error %+v; want 503 with Retry-After", resp.StatusCode, env.StatusCode, resp.Header.Get("Retry-After"), env.Error)
+	}
+}
