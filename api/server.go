@@ -415,6 +415,17 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 			return commands.Errorf(commands.EMediaType, "The body must be JSON (Content-Type: application/json).")
 		}
 	}
+	// A coded body (gzip, br) is not taken: read as JSON it was "not a JSON
+	// object", a 400 that hid what to change. RFC 9110 (15.5.16) makes it
+	// 415, with the codings taken in Accept-Encoding.
+	for _, ce := range r.Header.Values("Content-Encoding") {
+		for coding := range strings.SplitSeq(ce, ",") {
+			if coding = strings.TrimSpace(coding); coding != "" && !strings.EqualFold(coding, "identity") {
+				w.Header().Set("Accept-Encoding", "identity")
+				return commands.Errorf(commands.EMediaType, "The body's Content-Encoding %q is not supported; send the JSON unencoded.", clipPath(coding))
+			}
+		}
+	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err

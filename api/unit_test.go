@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
@@ -213,5 +215,51 @@ func TestBodyReadPastTheDeadline(t *testing.T) {
 				t.Errorf("%v: HTTP %d, want %d", err, status, tc.status)
 			}
 		})
+	}
+}
+
+// TestCodedBodyIsUnsupported: a gzip body was read as JSON and answered
+// 400 "The body must be a JSON object"; RFC 9110 makes an unsupported
+// content coding 415, naming the codings taken in Accept-Encoding.
+func TestCodedBodyIsUnsupported(t *testing.T) {
+	s := &Server{cfg: Config{MaxBodyBytes: 1 << 10}}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"reason":"Offsite"}`))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		encoding string
+		body     []byte
+		refused  bool
+	}{
+		{"gzip", gz.Bytes(), true},
+		{"identity, gzip", gz.Bytes(), true},
+		{"br", []byte(`{"reason":"Offsite"}`), true},
+		{"identity", []byte(`{"reason":"Offsite"}`), false},
+		{"", []byte(`{"reason":"Offsite"}`), false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/api/data/holidays", bytes.NewReader(tc.body))
+		r.Header.Set("Content-Type", "application/json")
+		if tc.encoding != "" {
+			r.Header.Set("Content-Encoding", tc.encoding)
+		}
+		w := httptest.NewRecorder()
+		var dst struct{ Reason string }
+		err := s.decode(w, r, &dst)
+		if !tc.refused {
+			if err != nil || dst.Reason != "Offsite" {
+				t.Errorf("%q: %v, %+v", tc.encoding, err, dst)
+			}
+			continue
+		}
+		var e *commands.Error
+		if !errors.As(err, &e) || e.Code != commands.EMediaType || !strings.Contains(e.Message, strings.TrimPrefix(tc.encoding, "identity, ")) {
+			t.Errorf("%q: %v, want 415 naming the coding", tc.encoding, err)
+		}
+		if got := w.Header().Get("Accept-Encoding"); got != "identity" {
+			t.Errorf("%q: Accept-Encoding %q, want identity", tc.encoding, got)
+		}
 	}
 }
