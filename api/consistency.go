@@ -62,12 +62,8 @@ func (s *Server) await(w http.ResponseWriter, r *http.Request, m Waiter, pos uin
 		return err
 	}
 	if min > pos {
-		last, err := s.cfg.Log.Position(r.Context())
-		if err != nil {
-			return unavailable(err)
-		}
-		if min > last {
-			return commands.Invalid(map[string][]string{HeaderMinPosition: {"The log has no such position yet."}})
+		if err := s.logHas(r, min); err != nil {
+			return err
 		}
 	}
 	if pos == 0 {
@@ -80,6 +76,31 @@ func (s *Server) await(w http.ResponseWriter, r *http.Request, m Waiter, pos uin
 		return &commands.Error{Code: commands.EUnavailable, Message: "The data is still being updated; try again in a moment.", Err: err}
 	}
 	return nil
+}
+
+// logHas refuses a position the log has not reached: it cannot come from
+// a write.
+func (s *Server) logHas(r *http.Request, min uint64) error {
+	last, err := s.cfg.Log.Position(r.Context())
+	if err != nil {
+		return unavailable(err)
+	}
+	if min > last {
+		return commands.Invalid(map[string][]string{HeaderMinPosition: {"The log has no such position yet."}})
+	}
+	return nil
+}
+
+// checkMinPosition checks the position the client asked for on a read of
+// the log itself (a holiday's history, ?asOf=), which needs no wait: it
+// reflects the whole log. The header is checked as on every other read,
+// so that no read takes what the others refuse.
+func (s *Server) checkMinPosition(r *http.Request) error {
+	min, err := minPosition(r)
+	if err != nil || min == 0 {
+		return err
+	}
+	return s.logHas(r, min)
 }
 
 // minPosition is the position the client asked to read at, 0 if none.

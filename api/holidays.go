@@ -134,6 +134,9 @@ func (s *Server) holidayRoutes() {
 		if err != nil {
 			return err
 		}
+		if err := s.checkMinPosition(r); err != nil {
+			return err
+		}
 		h, err := s.cfg.HolidayHistory.History(r.Context(), c.WorkspaceID, p.ByName("id"), after, limit)
 		if err != nil {
 			return err
@@ -153,6 +156,9 @@ func (s *Server) getHoliday(w http.ResponseWriter, r *http.Request, c commands.C
 		at, ok := parseDateTime(asOf)
 		if !ok {
 			return nil, commands.Invalid(map[string][]string{"asOf": {"asOf must be an RFC 3339 time, e.g. 2027-01-01T12:00:00Z."}})
+		}
+		if err := s.checkMinPosition(r); err != nil {
+			return nil, err
 		}
 		return s.cfg.HolidayHistory.AsOf(r.Context(), c.WorkspaceID, id, at)
 	}

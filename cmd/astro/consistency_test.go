@@ -65,6 +65,8 @@ func TestPositionTokens(t *testing.T) {
 		}
 		return p
 	}
+	// /history and ?asOf= read the log itself, and took any header.
+	h := s.createHoliday(alice, map[string]any{"reason": "Kept", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
 	body := map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "task"}
 	first := position(s.call("POST", sendPath, svc, body).want(t, 200))
 	second := s.call("POST", sendPath, svc, body).want(t, 200)
@@ -87,10 +89,12 @@ func TestPositionTokens(t *testing.T) {
 		{"an older one", "1", 200},
 		{"none yet in the log", strconv.FormatUint(position(read)+1000, 10), 400},
 		{"not a number", "soon", 400},
+		{"negative", "-1", 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, path := range []string{"/api/data/notifications/unreadcount", "/api/data/notifications", "/api/data/holidays/global"} {
+			for _, path := range []string{"/api/data/notifications/unreadcount", "/api/data/notifications", "/api/data/holidays/global",
+				"/api/data/holidays/" + h.ID + "/history", "/api/data/holidays/" + h.ID + "?asOf=2030-01-01T00:00:00Z"} {
 				e := s.call("GET", path, alice, nil, "X-Astro-Min-Position", tt.min).want(t, tt.status)
 				if tt.status == 400 && len(e.Error.ValidationErrors["X-Astro-Min-Position"]) == 0 {
 					t.Fatalf("%s: no validation error for the header: %s", path, e.raw)
