@@ -52,6 +52,9 @@ func TestIntegrationNameIsCleaned(t *testing.T) {
 		{"surrounding space", "x-integration-name", " \tcalendar-app \t", "calendar-app"},
 		{"control characters", "x-integration-name", "cal\x00end\x1bar\x7f-app", "calendar-app"},
 		{"line break", "x-integration-name", "calendar\r\nX-Forged: 1", "calendarX-Forged: 1"},
+		{"C1 controls", "x-integration-name", "cal\u0085end\u009bar-app", "calendar-app"},
+		{"bidi controls", "x-integration-name", "\u202ecal\u202aen\u2066dar\u2069-app\u202c", "calendar-app"},
+		{"implicit marks stay", "x-integration-name", "cal\u200fendar", "cal\u200fendar"},
 		{"too long", "x-integration-name", strings.Repeat("a", 300), strings.Repeat("a", 100)},
 		{"absent", "x-other", "calendar-app", ""},
 	}

@@ -7,8 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -88,7 +91,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 				if e.OldReason != nil {
 					old = fmt.Sprintf("%q", *e.OldReason)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%q\n", e.Sequence, e.Time.Format(time.RFC3339Nano), e.Type, e.ActorID, or(e.IntegrationName, "-"), old, e.NewReason)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%q\n", e.Sequence, e.Time.Format(time.RFC3339Nano), terminalSafe(e.Type), terminalSafe(e.ActorID), terminalSafe(or(e.IntegrationName, "-")), old, e.NewReason)
 			}
 		}
 		if len(entries) < history.MaxPage {
@@ -97,6 +100,18 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		after = entries[len(entries)-1].Sequence
 	}
 	return tw.Flush()
+}
+
+// terminalSafe is s as the audit table prints it: as it is when every
+// character shows as itself, else quoted with Go escapes as the reasons
+// are. A name recorded by an older release may hold a control character
+// or a bidirectional override, which would move the columns on the
+// operator's terminal or make the row read other than it is recorded.
+func terminalSafe(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // openLog opens the log as a tool sees it, bound to the existing streams so
