@@ -230,7 +230,9 @@ func (h *Holidays) fold(ctx context.Context, workspaceID, id string, at time.Tim
 	resources := events.SubjectPrefix + "." + workspaceID + "." + events.KindResource + ".*"
 	latest := map[string]*events.ResourceUpserted{}
 	err = h.log.ScanSubjects(ctx, []string{subject, resources}, events.ScanFrom{}, func(e events.Event) error {
-		if e.Time.After(at) {
+		// At the time history shows (entryOf), which an older release's
+		// nanoseconds would pass.
+		if e.Time.Truncate(time.Microsecond).After(at) {
 			return errPageFull
 		}
 		if e.Aggregate.Kind == events.KindHoliday {

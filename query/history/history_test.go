@@ -9,6 +9,7 @@ import (
 
 	"astro/commands"
 	"astro/commands/holidays"
+	"astro/events"
 	"astro/events/natslog"
 	"astro/events/natstest"
 	"astro/query"
@@ -172,5 +173,43 @@ func TestHistoryTimesAreMicroseconds(t *testing.T) {
 		if want := at.Truncate(time.Microsecond); !e.Time.Equal(want) {
 			t.Errorf("%s at %s, want %s", e.Type, e.Time.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
 		}
+	}
+}
+
+// An older release recorded events to the nanosecond, and history shows
+// them to the microsecond: asOf at the time history shows finds the
+// holiday, whatever its type (a global one's events are cut in another
+// scan than a people one's).
+func TestAsOfAtTheTimeHistoryShows(t *testing.T) {
+	for _, typ := range []string{events.HolidayPeople, events.HolidayGlobal} {
+		t.Run(typ, func(t *testing.T) {
+			_, l := newWriter(t)
+			const id = "00000000-0000-4000-8000-0000000000aa"
+			agg := events.Aggregate{Kind: events.KindHoliday, ID: id}
+			p := &events.HolidayCreated{HolidayID: id, Reason: "Day", Type: typ, DateFrom: "2027-05-01", DateTo: "2027-05-01",
+				CountryIDs: []string{}, ResourceIDs: []string{}}
+			if typ == events.HolidayPeople {
+				p.ResourceIDs = []string{"00000000-0000-4000-8000-0000000000bb"}
+			}
+			e, err := events.New("00000000-0000-4000-8000-0000000000cc", events.Meta{WorkspaceID: "w1", ActorID: "u1"}, agg, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Time = time.Date(2027, 1, 1, 12, 0, 0, 123456789, time.UTC) // as an older release recorded it
+			if _, err := l.Append(context.Background(), events.Subject("w1", agg), 0, e); err != nil {
+				t.Fatal(err)
+			}
+			h, err := history.NewHolidays(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, err := h.History(context.Background(), "w1", id, 0, history.MaxPage)
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("history: %v %+v", err, entries)
+			}
+			if _, err := h.AsOf(context.Background(), "w1", id, entries[0].Time); err != nil {
+				t.Errorf("asOf %s, the creation time history shows: %v", entries[0].Time.Format(time.RFC3339Nano), err)
+			}
+		})
 	}
 }
