@@ -543,10 +543,11 @@ func (r *Runner) watchLock(ctx context.Context, lock *sqlx.Conn) <-chan error {
 }
 
 // ping pings the lock's connection, failing after lockPingTimeout even
-// when the ping itself has not returned: on a link that answers nothing
-// (cut by a network fault, not reset), lib/pq's ping waits for the
-// server's answer whatever its context, until TCP gives up. The ping left
-// waiting ends with the connection.
+// when the ping itself has not returned. A pool opened by pgconn ends the
+// ping with its context; on one opened with lib/pq alone, the ping on a
+// link that answers nothing (cut by a network fault, not reset) waits for
+// the server until TCP gives up, and the runner takes any pool. The ping
+// left waiting ends with the connection.
 func (r *Runner) ping(ctx context.Context, lock *sqlx.Conn) error {
 	answered := make(chan error, 1)
 	go func() {

@@ -7,14 +7,16 @@
 // host, a stopped postmaster, a network partition) then holds every call,
 // whatever its deadline, until TCP gives up, hours later. Here each
 // connection's socket is captured as lib/pq dials it, and while a call is
-// in flight the end of its context sets the socket's deadline to the past:
-// the blocked read or write fails at once. A query's rows are read after
+// in flight the end of its context, once lib/pq's CancelRequest has had
+// cancelGrace to end the call, sets the socket's deadline to the past: the
+// blocked read or write fails then. A live server ends the call in
+// milliseconds and a prepared statement's connection, which lib/pq keeps
+// after a cancel, stays in the pool. A query's rows are read after
 // QueryContext returns, so its watch lasts until the rows are closed; a
 // transaction's Commit and Rollback take no context, so its watch is the
 // BeginTx context's until the transaction ends. A connection whose
 // deadline fired is in an unknown state of the protocol: it reports itself
-// invalid, and the pool closes it. (lib/pq itself never reuses a connection
-// whose call was cancelled either.)
+// invalid, and the pool closes it.
 //
 // Sockets also send TCP keepalives and, on Linux, give up on data left
 // unacknowledged for a minute (TCP_USER_TIMEOUT), so that behind a
@@ -50,6 +52,9 @@ const (
 	// all answers in milliseconds. lib/pq waits for it before a prepared
 	// statement's call returns.
 	cancelTimeout = time.Second
+	// cancelGrace is how long a call whose context ended has to end by
+	// lib/pq's CancelRequest before its socket is failed.
+	cancelGrace = time.Second
 )
 
 // past is a deadline that has always passed.
@@ -182,7 +187,8 @@ type watch struct {
 
 func (cn *conn) watch(ctx context.Context) *watch {
 	w := &watch{cn: cn, ctx: ctx}
-	w.stop = context.AfterFunc(ctx, w.fire)
+	// fire does nothing once the call has ended: the timer need not stop.
+	w.stop = context.AfterFunc(ctx, func() { time.AfterFunc(cancelGrace, w.fire) })
 	return w
 }
 
@@ -313,17 +319,46 @@ func (s *stmt) Close() error {
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	w := s.cn.watch(ctx)
-	res, err := s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	var res driver.Result
+	var err error
+	if sc, ok := s.Stmt.(driver.StmtExecContext); ok {
+		res, err = sc.ExecContext(ctx, args)
+	} else if vs, verr := values(args); verr != nil { // lib/pq's COPY FROM STDIN has no context methods
+		err = verr
+	} else {
+		res, err = s.Stmt.Exec(vs) //nolint:staticcheck // the statement has no ExecContext
+	}
 	return res, w.end(err)
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	w := s.cn.watch(ctx)
-	r, err := s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+	var r driver.Rows
+	var err error
+	if sc, ok := s.Stmt.(driver.StmtQueryContext); ok {
+		r, err = sc.QueryContext(ctx, args)
+	} else if vs, verr := values(args); verr != nil {
+		err = verr
+	} else {
+		r, err = s.Stmt.Query(vs) //nolint:staticcheck // the statement has no QueryContext
+	}
 	if err != nil {
 		return nil, w.end(err)
 	}
 	return &rows{Rows: r, w: w}, nil
+}
+
+// values is args for a statement without the context methods, as
+// database/sql passes them: positional only.
+func values(args []driver.NamedValue) ([]driver.Value, error) {
+	vs := make([]driver.Value, len(args))
+	for i, a := range args {
+		if a.Name != "" {
+			return nil, errors.New("pgconn: the statement takes no named arguments")
+		}
+		vs[i] = a.Value
+	}
+	return vs, nil
 }
 
 // rows keeps its query's watch until closed: they are read from the socket

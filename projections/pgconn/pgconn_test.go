@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
 	"astro/projections/pgconn"
 	"astro/projections/pgtest"
-
-	"github.com/jmoiron/sqlx"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -216,5 +217,73 @@ func TestCallOnASilentDatabaseEndsWithItsContext(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A prepared statement's call whose context ends on a live server ends by
+// lib/pq's CancelRequest, as PostgreSQL's 57014, and keeps its connection,
+// as lib/pq alone does: failing its socket at once dropped it, and every
+// request a client left cost a new connection and its authentication.
+func TestCancelledStatementOnALiveServerKeepsItsConnection(t *testing.T) {
+	db, err := pgconn.Open(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	pid := func() int {
+		t.Helper()
+		var pid int
+		if err := db.Get(&pid, `SELECT pg_backend_pid()`); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	before := pid()
+	st, err := db.Preparex(`SELECT pg_sleep(2)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err = st.ExecContext(ctx)
+	cancel()
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) || pqErr.Code != "57014" {
+		t.Errorf("the cancelled call: %v, want PostgreSQL's query_canceled", err)
+	}
+	if after := pid(); after != before {
+		t.Errorf("the connection was dropped: backend %d, then %d", before, after)
+	}
+}
+
+// lib/pq's COPY FROM STDIN is a statement without the context methods.
+func TestCopyIn(t *testing.T) {
+	db, err := pgconn.Open(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE copied (a int)`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tx.PrepareContext(ctx, pq.CopyIn("copied", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]any{{1}, {2}, {}} { // the last, without values, ends the copy
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM copied`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("copied %d rows, %v; want 2", n, err)
 	}
 }
