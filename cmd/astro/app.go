@@ -75,16 +75,15 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		return nil, err
 	}
 
-	projectors, err := projections.NewAll(ctx, db)
-	if err != nil {
-		return nil, err
-	}
 	var runners []*projections.Runner
 	var sources []metrics.StatusSource
 	byName := map[string]*projections.Runner{}
-	regs := projections.Registered()
-	for i, p := range projectors {
-		runCfg := projections.RunnerConfig{Stream: evlog.Stream(regs[i].Kinds[0]), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name()), Tracer: tr}
+	for _, reg := range projections.Registered() {
+		p, err := reg.New(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		runCfg := projections.RunnerConfig{Stream: evlog.Stream(reg.Kinds[0]), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name()), Tracer: tr}
 		r, err := projections.NewRunner(evlog.JetStream(), db, p, runCfg)
 		if err != nil {
 			return nil, err
