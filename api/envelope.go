@@ -133,7 +133,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case errors.Is(context.Cause(r.Context()), ErrCutOff):
 		log.Warn("request cut off", "method", r.Method, "path", r.URL.Path, "request_id", reqID, "err", err)
 		return
-	case errors.Is(ctxErr, context.Canceled):
+	case errors.Is(ctxErr, context.Canceled) && !errors.Is(err, errBodyTimeout):
 		// net/http cancels a request's context when its client goes away:
 		// nobody reads an answer, and whatever error the cancelled work
 		// came back with is not a failure of ours.

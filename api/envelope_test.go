@@ -10,12 +10,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lib/pq"
+
+	"astro/commands"
 )
 
 // TestWriteErrorOfAnEndedRequest: a client that went away is logged as
@@ -34,11 +37,16 @@ func TestWriteErrorOfAnEndedRequest(t *testing.T) {
 		ctx         context.Context
 		status      int
 		logs, logs2 string // what the log line must and must not hold
+		err         error  // cause when nil
 	}{
-		{"client gone", cancelled, 0, "client disconnected", "status=500"},
-		{"cut off at shutdown", cutOff, 0, "level=WARN msg=\"request cut off", "client disconnected"},
-		{"deadline passed", expired, 503, "status=503", "status=500"},
-		{"plain failure", context.Background(), 500, "status=500", "client disconnected"},
+		{"client gone", cancelled, 0, "client disconnected", "status=500", nil},
+		{"cut off at shutdown", cutOff, 0, "level=WARN msg=\"request cut off", "client disconnected", nil},
+		// net/http cancels the context of a request whose body read hit
+		// its ReadTimeout too; that client waits for its 503.
+		{"body still coming at the deadline", cancelled, 503, "status=503", "client disconnected",
+			&commands.Error{Code: commands.EUnavailable, Message: "late", Err: fmt.Errorf("%w: %w", errBodyTimeout, os.ErrDeadlineExceeded)}},
+		{"deadline passed", expired, 503, "status=503", "status=500", nil},
+		{"plain failure", context.Background(), 500, "status=500", "client disconnected", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -46,7 +54,11 @@ func TestWriteErrorOfAnEndedRequest(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest("GET", "/api/data/holidays/resource", nil).WithContext(c.ctx)
-			writeError(w, r, log, cause)
+			err := c.err
+			if err == nil {
+				err = cause
+			}
+			writeError(w, r, log, err)
 			if !strings.Contains(logged.String(), c.logs) || strings.Contains(logged.String(), c.logs2) {
 				t.Errorf("logged %q, want %q and not %q", logged.String(), c.logs, c.logs2)
 			}

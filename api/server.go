@@ -450,6 +450,11 @@ func mergeSlashes(u *url.URL) {
 	}
 }
 
+// errBodyTimeout marks a body whose read the server's ReadTimeout ended.
+// net/http cancels the request's context on any read error, as when the
+// client goes away; this client is waiting for its answer.
+var errBodyTimeout = errors.New("the body was still coming at the deadline")
+
 // readBody reads the whole body, up to the limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
@@ -462,7 +467,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		// The server's ReadTimeout is the request's deadline: a body still
 		// coming when it passes is a request out of time, which the client
 		// may retry, not a bad one.
-		return nil, &commands.Error{Code: commands.EUnavailable, Message: "The request took longer than its deadline; try again.", Err: err}
+		return nil, &commands.Error{Code: commands.EUnavailable, Message: "The request took longer than its deadline; try again.", Err: fmt.Errorf("%w: %w", errBodyTimeout, err)}
 	}
 	if err != nil {
 		return nil, commands.Errorf(commands.EInvalid, "The body could not be read.")
