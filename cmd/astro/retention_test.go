@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -227,5 +230,45 @@ func TestHolidayReadsAfterAWorkspaceErasure(t *testing.T) {
 	s.call("POST", "/api/data/holidays", alice, create).want(t, 200).decode(t, &after)
 	if len(after.Resources) != 0 {
 		t.Fatalf("a holiday created after the erasure applies to the erased resources: %+v", after.Resources)
+	}
+}
+
+// Two instances asked to erase one user at once both answer with a
+// receipt: they delete the same events, and the second delete of one
+// failed (the server's "sequence not found"), so one of them answered
+// 500.
+func TestTwoInstancesEraseOneUserAtOnce(t *testing.T) {
+	a := startService(t)
+	env := maps.Clone(a.env)
+	env["ASTRO_DATA_DIR"] = t.TempDir()
+	b := startWithEnv(t, env)
+	svc, dpo := sender(t, "w1"), token(t, "dpo", "w1", "data:erase")
+	for round := range 3 {
+		for range 30 {
+			a.send(svc, "carol", "bob", "task")
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for _, s := range []*service{a, b} {
+			wg.Go(func() {
+				req, _ := http.NewRequest("POST", s.base+"/api/data/erasure/users/carol", nil)
+				req.Header.Set("Authorization", "Bearer "+dpo)
+				resp, err := s.client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					errs <- fmt.Errorf("round %d: HTTP %d: %s", round, resp.StatusCode, body)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
 	}
 }

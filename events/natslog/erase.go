@@ -84,7 +84,7 @@ func (l *Log) EraseBeforeKeeping(ctx context.Context, subject string, before uin
 		// others are deleted one by one, which leaves their bytes as a
 		// purge does.
 		for _, seq := range plain {
-			if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			if err := remove(ctx, st, seq, false); err != nil {
 				return len(erase), fmt.Errorf("erase %s: seq %d: %w", subject, seq, err)
 			}
 		}
@@ -123,9 +123,10 @@ func (l *Log) EraseSubjects(ctx context.Context, subjects []string) (int, error)
 		if err != nil || seq == 0 {
 			return false, err
 		}
-		if err := l.streamOf(s).SecureDeleteMsg(ctx, seq); err == nil {
+		st := l.streamOf(s)
+		if err := st.SecureDeleteMsg(ctx, seq); err == nil {
 			n++
-		} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		} else if !gone(ctx, st, seq, err) {
 			return true, fmt.Errorf("seq %d: %w", seq, err)
 		}
 		return true, nil
@@ -181,11 +182,37 @@ func (l *Log) headers(ctx context.Context, st jetstream.Stream, subject string, 
 // info is answered.
 func (l *Log) eraseAll(ctx context.Context, st jetstream.Stream, seqs []uint64) error {
 	for _, seq := range seqs {
-		if err := st.SecureDeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err := remove(ctx, st, seq, true); err != nil {
 			return fmt.Errorf("seq %d: %w", seq, err)
 		}
 	}
 	return nil
+}
+
+// remove deletes the message at seq of st, overwriting it when secure; one
+// already gone (another instance erased it a moment before) is no error.
+func remove(ctx context.Context, st jetstream.Stream, seq uint64, secure bool) error {
+	del := st.DeleteMsg
+	if secure {
+		del = st.SecureDeleteMsg
+	}
+	if err := del(ctx, seq); err != nil && !gone(ctx, st, seq, err) {
+		return err
+	}
+	return nil
+}
+
+// gone reports whether a delete of the message at seq of st failed with
+// err because the message is not there. The server answers such a delete
+// with codes of its own (10043 "sequence not found", 10057 "no message
+// found") that the client's error carries only as text, so a failed
+// delete asks whether the message is still there.
+func gone(ctx context.Context, st jetstream.Stream, seq uint64, err error) bool {
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true
+	}
+	_, getErr := st.GetMsg(ctx, seq)
+	return errors.Is(getErr, jetstream.ErrMsgNotFound)
 }
 
 // Turnover estimates how long the stream that keeps subject takes to fill
@@ -244,7 +271,7 @@ func (l *Log) EraseParked(ctx context.Context, filter string) (int, error) {
 		return 0, err
 	}
 	for _, seq := range seqs {
-		if err := l.parked.SecureDeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err := remove(ctx, l.parked, seq, true); err != nil {
 			return 0, fmt.Errorf("erase parked %d: %w", seq, err)
 		}
 	}

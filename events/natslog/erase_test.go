@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/events"
+	"astro/events/natslog"
 )
 
 // EraseBeforeKeeping leaves the events of the kept types and removes the
@@ -111,5 +113,30 @@ func TestInfosAreAnsweredWhileAnErasureRuns(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two instances erasing one inbox at once delete the same events: the
+// server answers a delete of one already gone with codes the client's
+// error carries only as text (10043, 10057), and the second delete failed
+// on them, so one of two user erasures answered 500 and a compaction
+// racing another failed round after round. Unpark deletes one message by
+// its sequence, as they do.
+func TestDeletingWhatIsAlreadyDeleted(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := t.Context()
+	for i := range 3 {
+		if err := l.Park(ctx, "p1", holidaySubject("h0"), nats.Header{}, []byte("{}"), uint64(i+1), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var parked []natslog.Parked
+	if err := l.ListParked(ctx, "p1", func(p natslog.Parked) error { parked = append(parked, p); return nil }); err != nil || len(parked) != 3 {
+		t.Fatalf("parked %d, %v", len(parked), err)
+	}
+	for _, seq := range []uint64{parked[1].ParkSeq, parked[1].ParkSeq, parked[0].ParkSeq, parked[0].ParkSeq} {
+		if err := l.Unpark(ctx, seq); err != nil {
+			t.Fatalf("unpark %d, gone or not: %v", seq, err)
+		}
 	}
 }

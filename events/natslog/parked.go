@@ -2,7 +2,6 @@ package natslog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -111,7 +110,7 @@ func (l *Log) ListParked(ctx context.Context, projector string, fn func(Parked) 
 // it: a plain delete leaves its content in the block, where a later
 // erasure, which lists only what is still parked, cannot find it.
 func (l *Log) Unpark(ctx context.Context, parkSeq uint64) error {
-	if err := l.parked.SecureDeleteMsg(ctx, parkSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := remove(ctx, l.parked, parkSeq, true); err != nil {
 		return fmt.Errorf("unpark %d: %w", parkSeq, err)
 	}
 	return nil
