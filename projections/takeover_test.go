@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	neturl "net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,68 +14,6 @@ import (
 	"astro/projections/pgconn"
 	"astro/projections/pgtest"
 )
-
-// blackhole forwards TCP to addr until cut, then drops every byte both
-// ways without closing anything: what a writer cut off from the database
-// by a network fault (or a machine that lost power) looks like to it.
-type blackhole struct {
-	ln    net.Listener
-	cut   atomic.Bool
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newBlackhole(t *testing.T, addr string) *blackhole {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &blackhole{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			d, err := net.Dial("tcp", addr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			b.mu.Lock()
-			b.conns = append(b.conns, c, d)
-			b.mu.Unlock()
-			go b.pipe(c, d)
-			go b.pipe(d, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, c := range b.conns {
-			c.Close()
-		}
-	})
-	return b
-}
-
-func (b *blackhole) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if err != nil {
-			dst.Close()
-			return
-		}
-		if !b.cut.Load() {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-	}
-}
 
 // A writer cut off from the database without a reset (a network fault, a
 // machine that lost power) loses its lock within lockIdle, and the
@@ -98,13 +34,8 @@ func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 	if err := projections.Migrate(context.Background(), direct); err != nil {
 		t.Fatal(err)
 	}
-	u, err := neturl.Parse(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bh := newBlackhole(t, u.Host)
-	u.Host = bh.ln.Addr().String()
-	proxied, err := pgconn.Open(u.String()) // as the service connects
+	link, linked := pgtest.NewFreezer(t, url)
+	proxied, err := pgconn.Open(linked) // as the service connects
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +50,7 @@ func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 	defer stopStandby()
 	caughtUp(t, standby, f.history(t, 5))
 
-	bh.cut.Store(true) // the writer's link to the database is gone
+	link.Freeze() // the writer's link to the database is gone
 	cutAt := time.Now()
 	more := f.history(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

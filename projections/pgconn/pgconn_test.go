@@ -3,10 +3,7 @@ package pgconn_test
 import (
 	"context"
 	"errors"
-	"net"
-	neturl "net/url"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,96 +15,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
-
-// freezer forwards TCP to addr until frozen, then holds what it reads
-// without forwarding or closing anything until thawed: a database whose
-// host froze, whose postmaster was stopped, or that a partition cut off,
-// as its clients see it.
-type freezer struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	thawed chan struct{} // closed while forwarding
-	conns  []net.Conn
-}
-
-func newFreezer(t *testing.T, addr string) *freezer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &freezer{ln: ln, thawed: make(chan struct{})}
-	close(f.thawed)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			d, err := net.Dial("tcp", addr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			f.mu.Lock()
-			f.conns = append(f.conns, c, d)
-			f.mu.Unlock()
-			go f.pipe(c, d)
-			go f.pipe(d, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		f.thaw()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, c := range f.conns {
-			c.Close()
-		}
-	})
-	return f
-}
-
-func (f *freezer) freeze() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.thawed:
-		f.thawed = make(chan struct{})
-	default:
-	}
-}
-
-func (f *freezer) thaw() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.thawed:
-	default:
-		close(f.thawed)
-	}
-}
-
-func (f *freezer) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			f.mu.Lock()
-			thawed := f.thawed
-			f.mu.Unlock()
-			<-thawed
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // A call whose context ends while the database is silent returns at once,
 // however far it got; the connections it broke are dropped and the pool
@@ -169,13 +76,8 @@ func TestCallOnASilentDatabaseEndsWithItsContext(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			u, err := neturl.Parse(pgtest.URL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := newFreezer(t, u.Host)
-			u.Host = f.ln.Addr().String()
-			db, err := pgconn.Open(u.String())
+			f, url := pgtest.NewFreezer(t, pgtest.URL(t))
+			db, err := pgconn.Open(url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +93,7 @@ func TestCallOnASilentDatabaseEndsWithItsContext(t *testing.T) {
 			var frozenAt time.Time
 			done := make(chan error, 1)
 			go func() {
-				done <- tc.call(ctx, t, db, func() { frozenAt = time.Now(); f.freeze() })
+				done <- tc.call(ctx, t, db, func() { frozenAt = time.Now(); f.Freeze() })
 			}()
 			select {
 			case err := <-done:
@@ -206,7 +108,7 @@ func TestCallOnASilentDatabaseEndsWithItsContext(t *testing.T) {
 				t.Fatalf("the call with a 1 s context is still blocked 20 s after the database froze")
 			}
 
-			f.thaw()
+			f.Thaw()
 			for i := range 40 {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 				var n int
