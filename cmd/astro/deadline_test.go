@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"astro/events/natsserver"
+	"astro/events/natstest"
 	"astro/projections/pgtest"
 )
 
@@ -146,4 +150,33 @@ func TestSlowBodyIsOutOfTime(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || env.StatusCode != "ServiceUnavailable" || resp.Header.Get("Retry-After") == "" || env.Error == nil {
 		t.Errorf("HTTP %d %s, Retry-After %q, error %+v; want 503 with Retry-After", resp.StatusCode, env.StatusCode, resp.Header.Get("Retry-After"), env.Error)
 	}
+}
+
+// A NATS node gone silent without closing its sockets (stopped, or cut off
+// by a partition) is noticed in seconds, and the connection goes to
+// another: with nats.go's defaults, a ping every two minutes and two
+// unanswered, an instance on such a node answered every request at its
+// deadline for five minutes while the rest of the cluster served.
+func TestASilentNATSNodeIsNoticed(t *testing.T) {
+	srv := natstest.ServerWith(t, natsserver.Config{Listen: "127.0.0.1:0"})
+	link, url := pgtest.NewFreezer(t, srv.ClientURL())
+	inf := &infra{}
+	t.Cleanup(inf.Close)
+	nc, err := inf.connectNATS(t.Context(), Config{NATSURL: url}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	link.Freeze()
+	defer link.Thaw()
+	frozen := time.Now()
+	waitFor(t, 30*time.Second, func() error {
+		if nc.Status() == nats.CONNECTED {
+			return fmt.Errorf("the connection to a silent node still says %v", nc.Status())
+		}
+		return nil
+	})
+	t.Logf("noticed after %v", time.Since(frozen).Round(time.Second))
 }

@@ -205,8 +205,17 @@ func (inf *infra) Close() {
 	inf.closers = nil
 }
 
+// natsPingInterval is how often Astro's NATS connection asks the server
+// whether it is there.
+const natsPingInterval = 5 * time.Second
+
 func (inf *infra) connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("astro"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		// A node gone silent without closing the socket (stopped, or cut
+		// off by a partition) is noticed within seconds and left for
+		// another: with the defaults, two unanswered pings two minutes
+		// apart, every request waited for its deadline for five minutes.
+		nats.PingInterval(natsPingInterval), nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err == nil && nc.IsClosed() {
 				return // Astro's own close, at shutdown

@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// Freezer is a TCP proxy in front of a database that can go silent:
-// frozen, it holds what it reads without forwarding or closing anything
-// until thawed, which is a database whose host froze, whose postmaster
-// was stopped, or that a partition cut off, as its clients see it.
+// Freezer is a TCP proxy in front of a server (PostgreSQL; NATS too) that
+// can go silent: frozen, it holds what it reads without forwarding or
+// closing anything until thawed, which is a server whose host froze,
+// whose process was stopped, or that a partition cut off, as its clients
+// see it.
 type Freezer struct {
 	ln     net.Listener
 	mu     sync.Mutex
@@ -18,7 +19,7 @@ type Freezer struct {
 	conns  []net.Conn
 }
 
-// NewFreezer starts a proxy to the database at url, forwarding, and
+// NewFreezer starts a proxy to the server at url, forwarding, and
 // returns it with the URL that goes through it. It stops when t ends.
 func NewFreezer(t testing.TB, url string) (*Freezer, string) {
 	t.Helper()
