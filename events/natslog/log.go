@@ -501,6 +501,37 @@ func (l *Log) append(ctx context.Context, subject string, expected uint64, e eve
 	}
 }
 
+// bounded runs get, a read of the log, each attempt bounded by attempt
+// and tried again while the log passes through a fault, within retryFor.
+// A request sent as the connection goes stale gets no answer, and bounded
+// by its caller's deadline alone it held a command for its whole 30 s
+// though the log answered again seconds later.
+func bounded[T any](ctx context.Context, attempt, retryFor time.Duration, get func(context.Context) (T, error)) (T, error) {
+	retryCtx, cancel := context.WithTimeout(ctx, retryFor)
+	defer cancel()
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		attemptCtx, cancelAttempt := context.WithTimeout(retryCtx, attempt)
+		v, err := get(attemptCtx)
+		cancelAttempt()
+		if err == nil || !Transient(err) || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-retryCtx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// getMsg is the message at seq on subject (the first after it, with a
+// subject), read as bounded does.
+func (l *Log) getMsg(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	return bounded(ctx, l.cfg.AttemptTimeout, l.cfg.RetryFor, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return l.streamOf(subject).GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+	})
+}
+
 // pubAck is the server's answer to a JetStream publish.
 type pubAck struct {
 	Stream    string              `json:"stream"`
@@ -536,7 +567,7 @@ func (l *Log) publish(ctx context.Context, msg *nats.Msg) (uint64, error) {
 // findOwn reports whether the first event after expected on subject is e,
 // that is, whether an earlier attempt of this append went in.
 func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, bool, error) {
-	m, err := l.streamOf(subject).GetMsg(ctx, expected+1, jetstream.WithGetMsgSubject(subject))
+	m, err := l.getMsg(ctx, subject, expected+1)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, false, nil
 	}
@@ -619,7 +650,7 @@ func (l *Log) FirstSeq(ctx context.Context, subject string) (uint64, error) {
 // deciding what to take is not stopped by a malformed message: it takes
 // that too.
 func (l *Log) First(ctx context.Context, subject string) (seq uint64, eventType string, err error) {
-	m, err := l.streamOf(subject).GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	m, err := l.getMsg(ctx, subject, 1)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, "", nil
 	}
@@ -645,7 +676,7 @@ func (l *Log) Read(ctx context.Context, subject string, after uint64, fn func(ev
 			})
 			return after, err
 		}
-		m, err := l.streamOf(subject).GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(subject))
+		m, err := l.getMsg(ctx, subject, after+1)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return after, nil
 		}
@@ -685,19 +716,24 @@ func Transient(err error) bool {
 }
 
 // Snapshots returns the snapshot store, which implements commands.Snapshots.
-func (l *Log) Snapshots() Snapshots { return Snapshots{kv: l.snaps, stream: l.snapsSt, sync: l.sync} }
+func (l *Log) Snapshots() Snapshots {
+	return Snapshots{kv: l.snaps, stream: l.snapsSt, sync: l.sync, attempt: l.cfg.AttemptTimeout, retryFor: l.cfg.RetryFor}
+}
 
 // Snapshots keeps aggregate state in a KV bucket: 8 bytes of sequence, then
 // the state.
 type Snapshots struct {
-	kv     jetstream.KeyValue
-	stream jetstream.Stream
-	sync   func(context.Context) error // the log's, for Erase
+	kv                jetstream.KeyValue
+	stream            jetstream.Stream
+	sync              func(context.Context) error // the log's, for Erase
+	attempt, retryFor time.Duration               // the log's, for Load
 }
 
-// Load implements commands.Snapshots.
+// Load implements commands.Snapshots. A snapshot is an optimisation, and
+// its read is bounded as the log's are: one lost in a reconnect must not
+// take the time of the log read a command makes after it.
 func (s Snapshots) Load(ctx context.Context, key string) (uint64, []byte, error) {
-	e, err := s.kv.Get(ctx, key)
+	e, err := bounded(ctx, s.attempt, s.retryFor, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.kv.Get(ctx, key) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil, nil
 	}
