@@ -528,7 +528,12 @@ func bounded[T any](ctx context.Context, attempt, retryFor time.Duration, get fu
 // subject), read as bounded does.
 func (l *Log) getMsg(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error) {
 	return bounded(ctx, l.cfg.AttemptTimeout, l.cfg.RetryFor, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-		return l.streamOf(subject).GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		m, err := l.streamOf(subject).GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, nats.ErrNoResponders) && l.missing(ctx, subject) {
+			// Gone, as an append finds it: waiting will not bring it back.
+			return nil, fmt.Errorf("read %s: %w", subject, ErrStreamMissing)
+		}
+		return m, err
 	})
 }
 
@@ -661,8 +666,9 @@ func (l *Log) First(ctx context.Context, subject string) (seq uint64, eventType 
 }
 
 // Read implements commands.Log. It asks for one event at a time (a
-// direct get each, the cheapest for the few events after a snapshot); a
-// long history is read on through an ordered consumer instead.
+// direct get each, the cheapest for the few events after a snapshot,
+// each bounded as getMsg says); a long history is read on through an
+// ordered consumer instead, which the caller's deadline alone bounds.
 func (l *Log) Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error) {
 	const direct = 32
 	for i := 0; ; i++ {
@@ -717,23 +723,26 @@ func Transient(err error) bool {
 
 // Snapshots returns the snapshot store, which implements commands.Snapshots.
 func (l *Log) Snapshots() Snapshots {
-	return Snapshots{kv: l.snaps, stream: l.snapsSt, sync: l.sync, attempt: l.cfg.AttemptTimeout, retryFor: l.cfg.RetryFor}
+	return Snapshots{kv: l.snaps, stream: l.snapsSt, sync: l.sync, attempt: l.cfg.AttemptTimeout}
 }
 
 // Snapshots keeps aggregate state in a KV bucket: 8 bytes of sequence, then
 // the state.
 type Snapshots struct {
-	kv                jetstream.KeyValue
-	stream            jetstream.Stream
-	sync              func(context.Context) error // the log's, for Erase
-	attempt, retryFor time.Duration               // the log's, for Load
+	kv      jetstream.KeyValue
+	stream  jetstream.Stream
+	sync    func(context.Context) error // the log's, for Erase
+	attempt time.Duration               // the log's AttemptTimeout, for Load
 }
 
-// Load implements commands.Snapshots. A snapshot is an optimisation, and
-// its read is bounded as the log's are: one lost in a reconnect must not
-// take the time of the log read a command makes after it.
+// Load implements commands.Snapshots. A snapshot is an optimisation: its
+// read gets one attempt, and a command that does not get it reads the log
+// instead. Bounded by the caller's deadline alone, one lost in a reconnect
+// took the time of that log read too.
 func (s Snapshots) Load(ctx context.Context, key string) (uint64, []byte, error) {
-	e, err := bounded(ctx, s.attempt, s.retryFor, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.kv.Get(ctx, key) })
+	ctx, cancel := context.WithTimeout(ctx, s.attempt)
+	defer cancel()
+	e, err := s.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/events"
 	"astro/events/natslog"
@@ -394,5 +395,55 @@ func TestUnparkOverwrites(t *testing.T) {
 	}
 	if files := natstest.FilesWith(t, dir, "PARKED-SECRET-77"); len(files) != 0 {
 		t.Fatalf("the redriven event's content is still in %v", files)
+	}
+}
+
+// A snapshot is an optimisation: its read gets one attempt, and a command
+// that does not get it reads the log. Retried within RetryFor, a bucket
+// that did not answer held every cold load for 5 s first.
+func TestSnapshotLoadIsOneAttempt(t *testing.T) {
+	nc := natstest.Conn(t)
+	l, err := natslog.Open(t.Context(), nc, natslog.Config{AttemptTimeout: 200 * time.Millisecond, RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(t.Context(), "ASTRO_SNAPSHOTS"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, _, err := l.Snapshots().Load(t.Context(), "inbox.w1.alice"); err == nil {
+		t.Fatal("a snapshot loaded from a bucket that is gone")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the load took %v: retried past its one attempt", took)
+	}
+}
+
+// A read of a stream that is gone fails at once, as an append does:
+// retried as a passing fault, it spun for RetryFor.
+func TestReadOfAMissingStreamFailsAtOnce(t *testing.T) {
+	nc := natstest.Conn(t)
+	l, err := natslog.Open(t.Context(), nc, natslog.Config{AttemptTimeout: 200 * time.Millisecond, RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
+	if err := js.DeleteStream(t.Context(), l.StreamFor(subject)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := l.Read(t.Context(), subject, 0, func(events.Event) error { return nil }); !errors.Is(err, natslog.ErrStreamMissing) {
+		t.Fatalf("read of a stream that is gone: %v, want %v", err, natslog.ErrStreamMissing)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the read took %v", took)
 	}
 }
