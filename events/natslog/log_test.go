@@ -398,52 +398,56 @@ func TestUnparkOverwrites(t *testing.T) {
 	}
 }
 
-// A snapshot is an optimisation: its read gets one attempt, and a command
-// that does not get it reads the log. Retried within RetryFor, a bucket
-// that did not answer held every cold load for 5 s first.
-func TestSnapshotLoadIsOneAttempt(t *testing.T) {
-	nc := natstest.Conn(t)
-	l, err := natslog.Open(t.Context(), nc, natslog.Config{AttemptTimeout: 200 * time.Millisecond, RetryFor: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := js.DeleteKeyValue(t.Context(), "ASTRO_SNAPSHOTS"); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if _, _, err := l.Snapshots().Load(t.Context(), "inbox.w1.alice"); err == nil {
-		t.Fatal("a snapshot loaded from a bucket that is gone")
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("the load took %v: retried past its one attempt", took)
-	}
-}
-
-// A read of a stream that is gone fails at once, as an append does:
-// retried as a passing fault, it spun for RetryFor.
-func TestReadOfAMissingStreamFailsAtOnce(t *testing.T) {
-	nc := natstest.Conn(t)
-	l, err := natslog.Open(t.Context(), nc, natslog.Config{AttemptTimeout: 200 * time.Millisecond, RetryFor: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+// A read of something gone fails at once. A snapshot is an optimisation:
+// its read gets one attempt, and a command that does not get it reads the
+// log. A stream gone is answered as an append answers it. Retried as a
+// passing fault within RetryFor, each held its caller 5 s first.
+func TestReadsOfWhatIsGoneFailAtOnce(t *testing.T) {
 	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
-	if err := js.DeleteStream(t.Context(), l.StreamFor(subject)); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if _, err := l.Read(t.Context(), subject, 0, func(events.Event) error { return nil }); !errors.Is(err, natslog.ErrStreamMissing) {
-		t.Fatalf("read of a stream that is gone: %v, want %v", err, natslog.ErrStreamMissing)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("the read took %v", took)
+	for _, tc := range []struct {
+		name string
+		gone func(*natslog.Log, jetstream.JetStream) error
+		read func(*natslog.Log) error
+		want error // any error when nil
+	}{
+		{"snapshot bucket",
+			func(_ *natslog.Log, js jetstream.JetStream) error {
+				return js.DeleteKeyValue(t.Context(), "ASTRO_SNAPSHOTS")
+			},
+			func(l *natslog.Log) error {
+				_, _, err := l.Snapshots().Load(t.Context(), "inbox.w1.alice")
+				return err
+			}, nil},
+		{"event stream",
+			func(l *natslog.Log, js jetstream.JetStream) error {
+				return js.DeleteStream(t.Context(), l.StreamFor(subject))
+			},
+			func(l *natslog.Log) error {
+				_, err := l.Read(t.Context(), subject, 0, func(events.Event) error { return nil })
+				return err
+			}, natslog.ErrStreamMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := natstest.Conn(t)
+			l, err := natslog.Open(t.Context(), nc, natslog.Config{AttemptTimeout: 200 * time.Millisecond, RetryFor: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.gone(l, js); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			err = tc.read(l)
+			if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("read of a %s that is gone: %v, want %v", tc.name, err, tc.want)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("the read took %v: retried as a passing fault", took)
+			}
+		})
 	}
 }
