@@ -42,14 +42,26 @@ func New[V any](run func(key string) (V, error)) *Group[V] {
 
 // Do returns what a round of the operation on key that began after the call
 // returned, or ctx's error if ctx ends first; the round still serves the
-// others.
+// others. A caller that finds no round under way runs one itself, and so
+// waits for it whatever ctx says: one caller at a time (the common case)
+// then costs no goroutine and no hand-off to one and back, a good part of
+// a short round such as a direct get on the embedded server.
 func (g *Group[V]) Do(ctx context.Context, key string) (V, error) {
 	g.mu.Lock()
 	q := g.keys[key]
 	if q == nil {
 		q = &queue[V]{}
 		g.keys[key] = q
-		go g.loop(key, q)
+		g.mu.Unlock()
+		v, err := g.run(key)
+		g.mu.Lock()
+		if q.next == nil {
+			delete(g.keys, key)
+		} else {
+			go g.loop(key, q) // those who came meanwhile
+		}
+		g.mu.Unlock()
+		return v, err
 	}
 	if q.next == nil {
 		q.next = &round[V]{done: make(chan struct{})}

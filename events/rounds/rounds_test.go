@@ -101,37 +101,63 @@ func TestErrorsReachTheirRoundOnly(t *testing.T) {
 	}
 }
 
-// A caller whose context ends stops waiting; its round goes on and serves
-// the others.
+// A caller waiting for a round stops waiting when its context ends; the
+// round goes on and serves the others. The caller that found no round under
+// way runs its own and waits for its end.
 func TestACallerGivesUpWithItsContext(t *testing.T) {
 	log := fakeLog{gate: make(chan struct{})}
 	g := New(log.run)
 	ctx, cancel := context.WithCancel(t.Context())
-	gaveUp := make(chan error, 1)
+	defer cancel()
+	first := make(chan error, 1)
 	go func() {
-		_, err := g.Do(ctx, "k")
-		gaveUp <- err
+		_, err := g.Do(ctx, "k") // runs the first round itself
+		first <- err
 	}()
 	waitFor(t, func() bool { return log.runs.Load() == 1 }, "the first round")
 	log.written.Store(7)
+	waiter, cancelWaiter := context.WithCancel(t.Context())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := g.Do(waiter, "k") // joins the second round
+		gaveUp <- err
+	}()
 	served := make(chan uint64, 1)
 	go func() {
-		seen, err := g.Do(t.Context(), "k") // the next round
+		seen, err := g.Do(t.Context(), "k") // the second round too
 		if err != nil {
 			t.Error(err)
 		}
 		served <- seen
 	}()
-	cancel()
+	waitFor(t, func() bool { return joined(g, "k") }, "callers to join the second round")
+	cancelWaiter()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do with its context ended: %v", err)
 	}
-	log.gate <- struct{}{} // the first round ends, with nobody left to serve
+	cancel()
+	select {
+	case err := <-first:
+		t.Fatalf("the caller running its round returned before the round ended: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	log.gate <- struct{}{} // the first round ends
+	if err := <-first; err != nil {
+		t.Fatalf("the first round: %v", err)
+	}
 	waitFor(t, func() bool { return log.runs.Load() == 2 }, "the second round")
 	log.gate <- struct{}{}
 	if seen := <-served; seen != 7 {
 		t.Fatalf("the second round served %d, want 7", seen)
 	}
+	waitFor(t, func() bool { return keys(g) == 0 }, "the key to go once no caller waits")
+}
+
+func joined[V any](g *Group[V], key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.keys[key]
+	return q != nil && q.next != nil
 }
 
 func keys[V any](g *Group[V]) int {
