@@ -150,6 +150,11 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		if err := evlog.Ping(ctx); err != nil {
 			return logNotReady(err)
 		}
+		if inf.embedded != nil {
+			if err := inf.embedded.Healthy(); err != nil {
+				return logNotReady(err)
+			}
+		}
 		if err := db.PingContext(ctx); err != nil {
 			// What is wrong, not how: the driver's words stay in the log.
 			return &commands.Error{Code: commands.EUnavailable, Message: "the database is unreachable", Err: err}

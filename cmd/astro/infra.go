@@ -37,6 +37,9 @@ type infra struct {
 	// syncLog makes an acknowledged append durable: the embedded server's
 	// grouped fsyncs with ASTRO_LOG_SYNC=always; nil otherwise.
 	syncLog func(context.Context) error
+	// embedded is the NATS server running in the program; nil with
+	// ASTRO_NATS_URL.
+	embedded *natsserver.Server
 
 	// closers undo what openInfra did, in the order it did it; Close runs
 	// them backwards.
@@ -256,6 +259,7 @@ func (inf *infra) connectNATS(ctx context.Context, cfg Config, log *slog.Logger)
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
 	inf.onClose(srv.Shutdown)
+	inf.embedded = srv
 	if cfg.LogSyncAlways {
 		inf.syncLog = srv.Sync
 	}

@@ -9,6 +9,7 @@ import (
 
 	"astro/commands"
 	"astro/events/natslog"
+	"astro/events/natsserver"
 )
 
 // appliedSeq is the highest log sequence any read model has applied: a
@@ -25,8 +26,11 @@ func appliedSeq(ctx context.Context, db *sqlx.DB) (uint64, error) {
 // words for an operator and without internals.
 func logNotReady(err error) error {
 	msg := "the event log is unreachable; writes fail until it is back"
-	if errors.Is(err, natslog.ErrStreamMissing) {
+	switch {
+	case errors.Is(err, natslog.ErrStreamMissing):
 		msg = "the event stream is missing from NATS; writes fail until it is restored (Astro does not recreate it)"
+	case errors.Is(err, natsserver.ErrUnwritable):
+		msg = "the event log's store failed a write (is its disk full?); writes fail until it takes them again, which Astro checks every few seconds"
 	}
 	return &commands.Error{Code: commands.EUnavailable, Message: msg, Err: err}
 }

@@ -152,6 +152,11 @@ func (s *instance) DebugAddr() string {
 	return "http://" + s.debugLn.Addr().String()
 }
 
+// healEvery is how often the embedded NATS server's store is checked for a
+// failed write, which only a restart of JetStream clears (natsserver.Watch):
+// a full disk freed, the log takes writes within two of these.
+const healEvery = 2 * time.Second
+
 // Run serves until ctx ends or a part of the service fails, then shuts the
 // HTTP servers down, giving requests in flight cfg.ShutdownGrace, and
 // waits for every part to stop. It returns nil when ctx ended it. Call it
@@ -159,6 +164,9 @@ func (s *instance) DebugAddr() string {
 func (s *instance) Run(ctx context.Context) error {
 	var g group
 	s.app.addTo(&g)
+	if srv := s.infra.embedded; srv != nil {
+		g.add(func(ctx context.Context) error { return srv.Watch(ctx, healEvery) })
+	}
 	if s.metrics != nil {
 		g.add(func(ctx context.Context) error {
 			return serveHTTP(ctx, s.metrics, s.metricsLn, s.cfg.ShutdownGrace, "metrics http")

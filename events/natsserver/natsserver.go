@@ -8,6 +8,9 @@
 // UserConsumer and upstream services as UserService, each with the
 // permissions of its role (see Permissions). Without them the server is
 // open to anyone who can reach it, which only tests should want.
+//
+// A stream whose store failed a write (a full disk) refuses writes until
+// JetStream restarts; Watch restarts it in the running server.
 package natsserver
 
 import (
@@ -58,10 +61,12 @@ type Config struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns    *server.Server
-	astro string                  // Astro's own password, "" without authentication
-	store *os.File                // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
-	group *rounds.Group[struct{}] // the store's fsyncs; nil unless Astro groups them
+	ns       *server.Server
+	storeDir string
+	log      *slog.Logger
+	astro    string                  // Astro's own password, "" without authentication
+	store    *os.File                // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
+	group    *rounds.Group[struct{}] // the store's fsyncs; nil unless Astro groups them
 }
 
 // readyTimeout bounds the wait for the server when ctx has no earlier
@@ -114,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		opts.DontListen, opts.Host, opts.Port = false, host, port
 	}
 
-	srv := &Server{astro: cfg.Passwords.Astro}
+	srv := &Server{storeDir: cfg.StoreDir, log: logger, astro: cfg.Passwords.Astro}
 	if cfg.SyncAlways && groupCommit {
 		if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
 			return nil, fmt.Errorf("natsserver: %w", err)
