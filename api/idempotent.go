@@ -30,6 +30,13 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	if err := CheckIdempotencyKey(key); err != nil {
 		return err
 	}
+	// A body refused for how it came needs no claim of the key. (A write
+	// without a body reads none: its headers are not checked.)
+	if r.ContentLength != 0 {
+		if err := checkBodyHeaders(w, r); err != nil {
+			return err
+		}
+	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package api
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // IntegrationName keeps what a log line, an event header and an operator's
@@ -15,7 +16,11 @@ import (
 func IntegrationName(v string) string {
 	v = strings.TrimSpace(v)
 	if len(v) > 100 {
-		v = v[:100]
+		cut := 100
+		for cut > 0 && !utf8.RuneStart(v[cut]) {
+			cut-- // not inside a character
+		}
+		v = v[:cut]
 	}
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {

@@ -408,6 +408,18 @@ func (s *Server) caller(r *http.Request) (commands.Caller, error) {
 // decode reads a JSON body into dst. Unknown fields are ignored: clients may
 // be newer than the server.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
+	if err := checkBodyHeaders(w, r); err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeObject(body, dst)
+}
+
+// checkBodyHeaders refuses a body that is not JSON, or coded, with 415.
+func checkBodyHeaders(w http.ResponseWriter, r *http.Request) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		// text/json is JSON too: .NET's formatters send and take it.
@@ -426,11 +438,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 			}
 		}
 	}
-	body, err := s.readBody(w, r)
-	if err != nil {
-		return err
-	}
-	return decodeObject(body, dst)
+	return nil
 }
 
 // mergeSlashes merges each run of u's slashes into one: a client joins its

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"unicode/utf8"
 
 	"astro/commands"
 	"astro/events"
@@ -261,5 +262,27 @@ func TestCodedBodyIsUnsupported(t *testing.T) {
 		if got := w.Header().Get("Accept-Encoding"); got != "identity" {
 			t.Errorf("%q: Accept-Encoding %q, want identity", tc.encoding, got)
 		}
+	}
+}
+
+func TestIntegrationName(t *testing.T) {
+	long := strings.Repeat("a", 99) + "é" + "tail" // é's two bytes straddle byte 100
+	for _, c := range []struct{ name, in, want string }{
+		{"kept", "  Zapier  ", "Zapier"},
+		{"control characters dropped", "Za\x1b[31mpier\u009b", "Za[31mpier"},
+		{"bidirectional controls dropped", "exe\u202e.png\u2066", "exe.png"},
+		{"implicit marks kept", "a\u200eb", "a\u200eb"},
+		{"cut at 100 bytes, never inside a character", long, strings.Repeat("a", 99)},
+		{"cut at 100 bytes exactly", strings.Repeat("b", 120), strings.Repeat("b", 100)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := IntegrationName(c.in)
+			if got != c.want {
+				t.Errorf("IntegrationName(%q) = %q, want %q", c.in, got, c.want)
+			}
+			if !utf8.ValidString(got) {
+				t.Errorf("IntegrationName(%q) = %q: not valid UTF-8", c.in, got)
+			}
+		})
 	}
 }
