@@ -315,13 +315,26 @@ func (l *Log) Ping(ctx context.Context) error {
 }
 
 // missing reports whether the event stream of subject is known to be
-// gone. A failure to find out is not an answer: the append goes on
-// retrying.
+// gone: not found twice, a moment apart, since a JetStream restarting
+// (natsserver's heal) knows its account before it has reloaded the
+// account's streams. A failure to find out is not an answer: the append
+// goes on retrying.
 func (l *Log) missing(ctx context.Context, subject string) bool {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
 	defer cancel()
-	_, err := l.streamOf(subject).Info(ctx)
-	return errors.Is(err, jetstream.ErrStreamNotFound)
+	for i := range 2 {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(l.cfg.AttemptTimeout / 4): // a restart reloads streams in milliseconds
+			}
+		}
+		if _, err := l.streamOf(subject).Info(ctx); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return false
+		}
+	}
+	return true
 }
 
 // JetStream returns the JetStream context, for consumers of the log.

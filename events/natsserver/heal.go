@@ -4,37 +4,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
 // ErrUnwritable says that the store cannot take writes: JetStream is off,
-// or a stream's or consumer's store failed a write.
+// or a stream's store failed a write.
 var ErrUnwritable = errors.New("the event log's store cannot take writes")
 
 // Healthy returns an error wrapping ErrUnwritable when JetStream cannot
 // take writes. A store that failed a write once (a full disk, an I/O error)
 // refuses every write of its stream from then on, whatever the disk does,
-// until JetStream restarts (Watch): nats-server does not retry one on its own.
+// until JetStream restarts (Watch): nats-server does not retry one on its
+// own. Other findings of the server's health check (a stream not
+// recovered) are not this: Astro's own checks see a stream missing.
 func (s *Server) Healthy() error {
-	h := s.ns.Healthz(&server.HealthzOptions{})
-	if h.Status == "ok" {
-		return nil
+	h := s.ns.Healthz(&server.HealthzOptions{Details: true})
+	for _, e := range h.Errors {
+		// The server words a failed store so; its errors have no code.
+		if e.Type == server.HealthzErrorJetStream || e.Type == server.HealthzErrorStream && strings.Contains(e.Error, "write error") {
+			return fmt.Errorf("%w: %s", ErrUnwritable, e.Error)
+		}
 	}
-	return fmt.Errorf("%w: %s", ErrUnwritable, h.Error)
+	return nil
 }
 
 // restartJetStream has JetStream reload every stream and consumer from
 // the store, as it does at start: what it acknowledged is there, the
-// writes that failed are not.
+// writes that failed are not. It runs on the configuration JetStream
+// started with: recomputed, the store's limit would come from the free
+// space of a disk that has none, and refuse every write for good.
+//
+// The server's INFO to new clients says JetStream is off from here on (it
+// sets that back only in its own restart); Astro and nats.go's JetStream
+// API do not read it.
 func (s *Server) restartJetStream() error {
 	if err := s.ns.ShutdownJetStream(); err != nil {
 		return fmt.Errorf("natsserver: stop JetStream: %w", err)
 	}
-	// As Start has the server do it: the store directory, limits from
-	// what the machine has, the sync of the server's options.
-	if err := s.ns.EnableJetStream(&server.JetStreamConfig{StoreDir: s.storeDir}); err != nil {
+	cfg := s.jetstream
+	if err := s.ns.EnableJetStream(&cfg); err != nil {
+		_ = s.ns.ShutdownJetStream() // what it started of it: the next check tries again
 		return fmt.Errorf("natsserver: restart JetStream: %w", err)
 	}
 	return nil

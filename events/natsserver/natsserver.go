@@ -61,12 +61,12 @@ type Config struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns       *server.Server
-	storeDir string
-	log      *slog.Logger
-	astro    string                  // Astro's own password, "" without authentication
-	store    *os.File                // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
-	group    *rounds.Group[struct{}] // the store's fsyncs; nil unless Astro groups them
+	ns        *server.Server
+	jetstream server.JetStreamConfig // as JetStream started, for a restart (heal.go)
+	log       *slog.Logger
+	astro     string                  // Astro's own password, "" without authentication
+	store     *os.File                // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
+	group     *rounds.Group[struct{}] // the store's fsyncs; nil unless Astro groups them
 }
 
 // readyTimeout bounds the wait for the server when ctx has no earlier
@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		opts.DontListen, opts.Host, opts.Port = false, host, port
 	}
 
-	srv := &Server{storeDir: cfg.StoreDir, log: logger, astro: cfg.Passwords.Astro}
+	srv := &Server{log: logger, astro: cfg.Passwords.Astro}
 	if cfg.SyncAlways && groupCommit {
 		if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
 			return nil, fmt.Errorf("natsserver: %w", err)
@@ -145,6 +145,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("natsserver: %w", err)
 	}
 	srv.ns = ns
+	srv.jetstream = *ns.JetStreamConfig()
+	// EnableJetStream adds its own directory to the one it is given.
+	srv.jetstream.StoreDir = cfg.StoreDir
 	return srv, nil
 }
 

@@ -20,8 +20,8 @@ type Group[V any] struct {
 	keys map[string]*queue[V]
 }
 
-// queue is the state of one key: a goroutine runs its rounds while callers
-// wait for them.
+// queue is the state of one key: the caller that found none runs the first
+// round, and a goroutine the rounds of those who came meanwhile.
 type queue[V any] struct {
 	next *round[V] // the round that callers arriving now join; nil when none
 }
@@ -43,9 +43,10 @@ func New[V any](run func(key string) (V, error)) *Group[V] {
 // Do returns what a round of the operation on key that began after the call
 // returned, or ctx's error if ctx ends first; the round still serves the
 // others. A caller that finds no round under way runs one itself, and so
-// waits for it whatever ctx says: one caller at a time (the common case)
-// then costs no goroutine and no hand-off to one and back, a good part of
-// a short round such as a direct get on the embedded server.
+// waits for its end whatever ctx says, as long as the operation takes to
+// end by itself: one caller at a time (the common case) then costs no
+// goroutine and no hand-off to one and back, a good part of a short round
+// such as a direct get on the embedded server.
 func (g *Group[V]) Do(ctx context.Context, key string) (V, error) {
 	g.mu.Lock()
 	q := g.keys[key]
@@ -53,15 +54,8 @@ func (g *Group[V]) Do(ctx context.Context, key string) (V, error) {
 		q = &queue[V]{}
 		g.keys[key] = q
 		g.mu.Unlock()
-		v, err := g.run(key)
-		g.mu.Lock()
-		if q.next == nil {
-			delete(g.keys, key)
-		} else {
-			go g.loop(key, q) // those who came meanwhile
-		}
-		g.mu.Unlock()
-		return v, err
+		defer g.handOn(key, q) // even if run panics: a stuck key would hold every later caller
+		return g.run(key)
 	}
 	if q.next == nil {
 		q.next = &round[V]{done: make(chan struct{})}
@@ -75,6 +69,18 @@ func (g *Group[V]) Do(ctx context.Context, key string) (V, error) {
 		var zero V
 		return zero, ctx.Err()
 	}
+}
+
+// handOn ends the round a caller ran itself: those who came meanwhile get
+// a goroutine to run theirs, and with none the key goes.
+func (g *Group[V]) handOn(key string, q *queue[V]) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if q.next == nil {
+		delete(g.keys, key)
+		return
+	}
+	go g.loop(key, q)
 }
 
 // loop runs key's rounds one after the other until no caller waits. A round

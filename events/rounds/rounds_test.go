@@ -116,21 +116,21 @@ func TestACallerGivesUpWithItsContext(t *testing.T) {
 	}()
 	waitFor(t, func() bool { return log.runs.Load() == 1 }, "the first round")
 	log.written.Store(7)
-	waiter, cancelWaiter := context.WithCancel(t.Context())
-	gaveUp := make(chan error, 1)
-	go func() {
-		_, err := g.Do(waiter, "k") // joins the second round
-		gaveUp <- err
-	}()
 	served := make(chan uint64, 1)
 	go func() {
-		seen, err := g.Do(t.Context(), "k") // the second round too
+		seen, err := g.Do(t.Context(), "k") // joins the second round
 		if err != nil {
 			t.Error(err)
 		}
 		served <- seen
 	}()
-	waitFor(t, func() bool { return joined(g, "k") }, "callers to join the second round")
+	waitFor(t, func() bool { return joined(g, "k") }, "a caller to join the second round")
+	waiter, cancelWaiter := context.WithCancel(t.Context())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := g.Do(waiter, "k") // the second round too
+		gaveUp <- err
+	}()
 	cancelWaiter()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do with its context ended: %v", err)
@@ -174,5 +174,31 @@ func waitFor(t *testing.T, ok func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A round that panics in the caller running it takes the panic to that
+// caller, and leaves the key to the next.
+func TestAPanickingRoundFreesItsKey(t *testing.T) {
+	var runs atomic.Int32
+	g := New(func(string) (int, error) {
+		if runs.Add(1) == 1 {
+			panic("boom")
+		}
+		return 2, nil
+	})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic did not reach the caller")
+			}
+		}()
+		_, _ = g.Do(t.Context(), "k")
+	}()
+	if n := keys(g); n != 0 {
+		t.Fatalf("%d keys after the panic, want 0", n)
+	}
+	if v, err := g.Do(t.Context(), "k"); v != 2 || err != nil {
+		t.Fatalf("the next round: %d, %v", v, err)
 	}
 }
