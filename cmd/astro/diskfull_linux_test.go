@@ -13,7 +13,7 @@ import (
 // TestFullDiskHealsWithoutRestart fills the embedded log's disk: a send
 // fails with 503, /readyz says why, and once the disk is freed the
 // service takes writes again on its own, with every send it acknowledged
-// before, during and after in the recipient's inbox.
+// in the recipient's inbox.
 func TestFullDiskHealsWithoutRestart(t *testing.T) {
 	s := startEmbedded(t)
 	alice := token(t, "alice", "w-disk")
@@ -21,8 +21,10 @@ func TestFullDiskHealsWithoutRestart(t *testing.T) {
 	acked := 1
 	s.send(svc, "alice", "bob", "before")
 	body := map[string]any{"recipientId": "alice", "senderId": idOf("bob"), "notificationType": "during"}
+	failed := 0
 	failSend := func() {
 		t.Helper()
+		failed++
 		// Not s.call: a 503 is the expected answer here, not a server error.
 		env := s.callRaw(t, "POST", sendPath, svc, body)
 		if env.Status != 503 || env.Header.Get("Retry-After") == "" {
@@ -61,7 +63,10 @@ func TestFullDiskHealsWithoutRestart(t *testing.T) {
 	s.waitReady()
 	s.send(svc, "alice", "bob", "after")
 	acked++
-	if got := s.unread(alice); got != acked {
-		t.Fatalf("unread %d after the disk was freed, want the %d sends acknowledged", got, acked)
+	// A send that answered 503 may or may not have happened (README,
+	// Guarantees): its append can reach the log once the connection is
+	// back.
+	if got := s.unread(alice); got < acked || got > acked+failed {
+		t.Fatalf("unread %d after the disk was freed, want the %d sends acknowledged and at most the %d that failed", got, acked, failed)
 	}
 }

@@ -315,9 +315,8 @@ func (l *Log) Ping(ctx context.Context) error {
 }
 
 // missing reports whether the event stream of subject is known to be
-// gone: not found twice, a moment apart, since a JetStream restarting
-// (natsserver's heal) knows its account before it has reloaded the
-// account's streams. A failure to find out is not an answer: the append
+// gone: not found twice, a moment apart, so that a moment of a JetStream
+// starting up or restarting is not taken for a loss. A failure to find out is not an answer: the append
 // goes on retrying.
 func (l *Log) missing(ctx context.Context, subject string) bool {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)

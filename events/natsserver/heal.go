@@ -10,17 +10,24 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// ErrUnwritable says that the store cannot take writes: JetStream is off,
-// or a stream's store failed a write.
+// ErrUnwritable says that the store cannot take writes: the server or its
+// JetStream is down, or a stream's store failed a write.
 var ErrUnwritable = errors.New("the event log's store cannot take writes")
 
-// Healthy returns an error wrapping ErrUnwritable when JetStream cannot
+// Healthy returns an error wrapping ErrUnwritable when the server cannot
 // take writes. A store that failed a write once (a full disk, an I/O error)
 // refuses every write of its stream from then on, whatever the disk does,
-// until JetStream restarts (Watch): nats-server does not retry one on its
+// until the server restarts (Watch): nats-server does not retry one on its
 // own. Other findings of the server's health check (a stream not
 // recovered) are not this: Astro's own checks see a stream missing.
 func (s *Server) Healthy() error {
+	if !s.mu.TryRLock() {
+		return fmt.Errorf("%w: the server is restarting", ErrUnwritable)
+	}
+	defer s.mu.RUnlock()
+	if !s.ns.Running() {
+		return fmt.Errorf("%w: the server is down", ErrUnwritable)
+	}
 	h := s.ns.Healthz(&server.HealthzOptions{Details: true})
 	for _, e := range h.Errors {
 		// The server words a failed store so; its errors have no code.
@@ -31,24 +38,25 @@ func (s *Server) Healthy() error {
 	return nil
 }
 
-// restartJetStream has JetStream reload every stream and consumer from
-// the store, as it does at start: what it acknowledged is there, the
-// writes that failed are not. It runs on the configuration JetStream
-// started with: recomputed, the store's limit would come from the free
-// space of a disk that has none, and refuse every write for good.
-//
-// The server's INFO to new clients says JetStream is off from here on (it
-// sets that back only in its own restart); Astro and nats.go's JetStream
-// API do not read it.
-func (s *Server) restartJetStream() error {
-	if err := s.ns.ShutdownJetStream(); err != nil {
-		return fmt.Errorf("natsserver: stop JetStream: %w", err)
+// restart shuts the server down and starts it again on the same store and
+// options: it reloads every stream and consumer from the store, as at the
+// program's start, so what it acknowledged is there. Connections close;
+// in-process ones reconnect to the new server (InProcessConn), TCP ones to
+// the same port, and nats.go then sends what it buffered while it
+// reconnected: a publish that timed out meanwhile may still be stored, as
+// after any reconnect. The whole server,
+// not just JetStream: re-enabling JetStream in a running server races with
+// the JetStream API requests it is serving.
+func (s *Server) restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+	ns, err := run(context.Background(), s.opts.Clone(), s.log)
+	if err != nil {
+		return fmt.Errorf("natsserver: restart: %w", err) // the next check tries again
 	}
-	cfg := s.jetstream
-	if err := s.ns.EnableJetStream(&cfg); err != nil {
-		_ = s.ns.ShutdownJetStream() // what it started of it: the next check tries again
-		return fmt.Errorf("natsserver: restart JetStream: %w", err)
-	}
+	s.ns = ns
 	return nil
 }
 
@@ -73,8 +81,8 @@ func (s *Server) Watch(ctx context.Context, interval time.Duration) error {
 		}
 		reason := s.Healthy()
 		if reason == nil || !failed {
-			// Twice in a row: a stream being created can fail the
-			// check for a moment, and a write error stays.
+			// Twice in a row: a failed store stays failed, and a
+			// restart is no answer to anything passing.
 			if reason == nil {
 				backoff = interval
 			}
@@ -83,10 +91,10 @@ func (s *Server) Watch(ctx context.Context, interval time.Duration) error {
 			continue
 		}
 		failed = false
-		if err := s.restartJetStream(); err != nil {
-			s.log.Error("the event log's store cannot take writes, and JetStream did not restart; trying again later", "reason", reason, "err", err)
+		if err := s.restart(); err != nil {
+			s.log.Error("the event log's store cannot take writes, and the NATS server did not restart; trying again later", "reason", reason, "err", err)
 		} else {
-			s.log.Warn("restarted JetStream: the event log's store had failed a write, and writes failed until now", "reason", reason)
+			s.log.Warn("restarted the NATS server: the event log's store could not take writes, and writes failed until now", "reason", reason)
 		}
 		t.Reset(backoff)
 		backoff = min(2*backoff, time.Minute)

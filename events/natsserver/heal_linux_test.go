@@ -13,9 +13,9 @@ import (
 )
 
 // A full disk fails a stream's store for good, as nats-server goes; Watch
-// restarts JetStream once the disk takes writes again, and the stream has
-// what it acknowledged before and takes new writes, without a restart of
-// the program.
+// restarts the server, again once the disk takes writes, and the stream has
+// what it acknowledged before and takes new writes, on the same
+// connection, without a restart of the program.
 func TestWatchHealsAStoreThatFailedAWrite(t *testing.T) {
 	srv := natstest.Server(t)
 	js, err := jetstream.New(natstest.ConnTo(t, srv))
@@ -26,9 +26,11 @@ func TestWatchHealsAStoreThatFailedAWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	attempts := 0
 	publish := func(timeout time.Duration) error {
 		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		defer cancel()
+		attempts++
 		_, err := js.Publish(ctx, "events.x", []byte("an event"))
 		return err
 	}
@@ -79,8 +81,10 @@ func TestWatchHealsAStoreThatFailedAWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != 4 {
-		t.Fatalf("the stream holds %d messages, want the 3 acknowledged before and the 1 after", info.State.Msgs)
+	// A publish that timed out may be stored still: the connection sends
+	// what it buffered while it reconnected, as after any reconnect.
+	if n := info.State.Msgs; n < 4 || n > uint64(attempts) {
+		t.Fatalf("the stream holds %d messages, want the 3 acknowledged before, the 1 after, and at most the %d that timed out", n, attempts-4)
 	}
 }
 

@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// A restart of JetStream runs on the configuration it started with. The
+// A restart runs JetStream on the configuration it started with. The
 // store's limit, recomputed from the disk's free space as at a first
 // start, would be a full disk's: every write refused for good, with the
-// server's health check all clear.
+// server's health check all clear. The connection in process outlives the
+// restart.
 func TestRestartKeepsTheConfiguration(t *testing.T) {
 	dir := t.TempDir()
 	s := start(t, Config{StoreDir: dir})
@@ -35,13 +36,16 @@ func TestRestartKeepsTheConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := s.restartJetStream(); err != nil {
+	if err := s.restart(); err != nil {
 		t.Fatal(err)
 	}
 	after := *s.ns.JetStreamConfig()
 	if after.StoreDir != before.StoreDir || after.MaxStore != before.MaxStore || after.MaxMemory != before.MaxMemory ||
 		after.SyncAlways != before.SyncAlways || after.SyncInterval != before.SyncInterval || after.Strict != before.Strict {
 		t.Errorf("JetStream restarted on\n%+v\nwant the configuration it started on\n%+v", after, before)
+	}
+	if url := s.ClientURL(); url != "" {
+		t.Errorf("ClientURL %q after a restart without TCP", url)
 	}
 	publish(t, nc)
 	if n := messages(t, nc, false); n != 2 {

@@ -10,7 +10,7 @@
 // open to anyone who can reach it, which only tests should want.
 //
 // A stream whose store failed a write (a full disk) refuses writes until
-// JetStream restarts; Watch restarts it in the running server.
+// the server restarts; Watch restarts it within the running program.
 package natsserver
 
 import (
@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -61,12 +62,14 @@ type Config struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns        *server.Server
-	jetstream server.JetStreamConfig // as JetStream started, for a restart (heal.go)
-	log       *slog.Logger
-	astro     string                  // Astro's own password, "" without authentication
-	store     *os.File                // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
-	group     *rounds.Group[struct{}] // the store's fsyncs; nil unless Astro groups them
+	mu   sync.RWMutex   // held for writing while the server restarts (heal.go)
+	ns   *server.Server // the server running, under mu
+	opts *server.Options
+	log  *slog.Logger
+
+	astro string                  // Astro's own password, "" without authentication
+	store *os.File                // StoreDir, open for syncfs; nil unless Astro groups the fsyncs
+	group *rounds.Group[struct{}] // the store's fsyncs; nil unless Astro groups them
 }
 
 // readyTimeout bounds the wait for the server when ctx has no earlier
@@ -119,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		opts.DontListen, opts.Host, opts.Port = false, host, port
 	}
 
-	srv := &Server{log: logger, astro: cfg.Passwords.Astro}
+	srv := &Server{opts: opts, log: logger, astro: cfg.Passwords.Astro}
 	if cfg.SyncAlways && groupCommit {
 		if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
 			return nil, fmt.Errorf("natsserver: %w", err)
@@ -131,24 +134,38 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		srv.store = store
 		srv.group = rounds.New(func(string) (struct{}, error) { return struct{}{}, syncStore(store) })
 	}
-	ns, err := server.NewServer(opts)
+	ns, err := run(ctx, opts.Clone(), logger)
 	if err != nil {
 		srv.closeStore()
 		return nil, fmt.Errorf("natsserver: %w", err)
+	}
+	srv.ns = ns
+	// A restart keeps what this start chose: the port, where TCP clients
+	// reconnect, and JetStream's limits, which a start computes from the
+	// disk's free space: after a full disk, a limit that refuses every
+	// write for good, with the health check all clear.
+	if addr, ok := ns.Addr().(*net.TCPAddr); ok {
+		opts.Port = addr.Port
+	}
+	js := ns.JetStreamConfig()
+	opts.JetStreamMaxStore, opts.JetStreamMaxMemory = js.MaxStore, js.MaxMemory
+	return srv, nil
+}
+
+// run starts a server on opts and waits until it is ready for connections.
+func run(ctx context.Context, opts *server.Options, logger *slog.Logger) (*server.Server, error) {
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
 	}
 	ns.SetLoggerV2(slogLogger{logger}, false, false, false)
 	ns.Start()
 	if err := waitReady(ctx, ns); err != nil {
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		srv.closeStore()
-		return nil, fmt.Errorf("natsserver: %w", err)
+		return nil, err
 	}
-	srv.ns = ns
-	srv.jetstream = *ns.JetStreamConfig()
-	// EnableJetStream adds its own directory to the one it is given.
-	srv.jetstream.StoreDir = cfg.StoreDir
-	return srv, nil
+	return ns, nil
 }
 
 // Sync returns once every append the store acknowledged before the call is
@@ -185,9 +202,10 @@ func waitReady(ctx context.Context, ns *server.Server) error {
 }
 
 // Connect opens an in-process connection, which bypasses TCP entirely, as
-// UserAstro when authentication is on.
+// UserAstro when authentication is on. It reconnects across a restart of
+// the server (heal.go) as a TCP connection would.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	base := []nats.Option{nats.InProcessServer(s.ns)}
+	base := []nats.Option{nats.InProcessServer(s)}
 	if s.astro != "" {
 		base = append(base, nats.UserInfo(UserAstro, s.astro))
 	}
@@ -198,10 +216,21 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// InProcessConn is a connection to the server running, for nats.go, which
+// asks at every connect and reconnect; during a restart it waits for its
+// end.
+func (s *Server) InProcessConn() (net.Conn, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ns.InProcessConn()
+}
+
 // ClientURL is the URL for TCP clients, "" when Listen is off. A wildcard
 // listen address is reported as loopback, which is what a local client can
 // dial.
 func (s *Server) ClientURL() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	addr, ok := s.ns.Addr().(*net.TCPAddr)
 	if !ok {
 		return ""
@@ -218,6 +247,8 @@ func (s *Server) ClientURL() string {
 
 // Shutdown stops the server gracefully and waits until it is down.
 func (s *Server) Shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
 	s.closeStore()
