@@ -132,7 +132,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("natsserver: %w", err)
 		}
 		srv.store = store
-		srv.group = rounds.New(func(string) (struct{}, error) { return struct{}{}, syncStore(store) })
+		// Detached: a request leaves at its deadline even when the disk
+		// holds its fsync.
+		srv.group = rounds.NewDetached(func(string) (struct{}, error) { return struct{}{}, syncStore(store) })
 	}
 	ns, err := run(ctx, opts.Clone(), logger)
 	if err != nil {

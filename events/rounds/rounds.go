@@ -15,6 +15,9 @@ import (
 // Group runs rounds of one operation, per key.
 type Group[V any] struct {
 	run func(key string) (V, error)
+	// detached runs every round on a goroutine, the first too, so that
+	// every caller can leave at its ctx's end.
+	detached bool
 
 	mu   sync.Mutex
 	keys map[string]*queue[V]
@@ -34,28 +37,42 @@ type round[V any] struct {
 }
 
 // New returns a Group running run. A round serves every caller that joined
-// it, so run takes no caller's context: it must end by itself (a request
-// with a timeout of its own, an fsync).
+// it, so run takes no caller's context: it must end by itself, soon (a
+// request with a timeout of its own), since the caller that finds no round
+// under way runs one itself and waits for its end whatever its ctx says.
+// One caller at a time (the common case) then costs no goroutine and no
+// hand-off to one and back, a good part of a short round such as a direct
+// get on the embedded server.
 func New[V any](run func(key string) (V, error)) *Group[V] {
 	return &Group[V]{run: run, keys: map[string]*queue[V]{}}
 }
 
+// NewDetached is New for an operation that may not end (an fsync on a
+// stalled disk): every round runs on a goroutine of its own, and every
+// caller leaves at its ctx's end.
+func NewDetached[V any](run func(key string) (V, error)) *Group[V] {
+	g := New(run)
+	g.detached = true
+	return g
+}
+
 // Do returns what a round of the operation on key that began after the call
 // returned, or ctx's error if ctx ends first; the round still serves the
-// others. A caller that finds no round under way runs one itself, and so
-// waits for its end whatever ctx says, as long as the operation takes to
-// end by itself: one caller at a time (the common case) then costs no
-// goroutine and no hand-off to one and back, a good part of a short round
-// such as a direct get on the embedded server.
+// others. (Without NewDetached, a caller that finds no round under way runs
+// it itself: see New.)
 func (g *Group[V]) Do(ctx context.Context, key string) (V, error) {
 	g.mu.Lock()
 	q := g.keys[key]
 	if q == nil {
 		q = &queue[V]{}
 		g.keys[key] = q
-		g.mu.Unlock()
-		defer g.handOn(key, q) // even if run panics: a stuck key would hold every later caller
-		return g.run(key)
+		if g.detached {
+			go g.loop(key, q)
+		} else {
+			g.mu.Unlock()
+			defer g.handOn(key, q) // even if run panics: a stuck key would hold every later caller
+			return g.run(key)
+		}
 	}
 	if q.next == nil {
 		q.next = &round[V]{done: make(chan struct{})}

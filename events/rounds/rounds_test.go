@@ -202,3 +202,23 @@ func TestAPanickingRoundFreesItsKey(t *testing.T) {
 		t.Fatalf("the next round: %d, %v", v, err)
 	}
 }
+
+// In a detached group even the caller that began a round leaves at its
+// context's end, the round going on without it (an fsync the disk holds).
+func TestADetachedRoundLetsItsCallerGo(t *testing.T) {
+	log := fakeLog{gate: make(chan struct{})}
+	g := NewDetached(log.run)
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := g.Do(ctx, "k")
+		gaveUp <- err
+	}()
+	waitFor(t, func() bool { return log.runs.Load() == 1 }, "the round")
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do with its context ended: %v", err)
+	}
+	log.gate <- struct{}{} // the round ends, with nobody left to serve
+	waitFor(t, func() bool { return keys(g) == 0 }, "the key to go once no caller waits")
+}
