@@ -212,3 +212,23 @@ func TestStartOnAPortInUse(t *testing.T) {
 		t.Fatalf("Start on a port in use: %v, want the address in use", err)
 	}
 }
+
+// publishOnce publishes under id until the stream takes it, within 15 s:
+// a publish that meets a restart's close of the connection is lost or
+// sent again after the reconnect, so it is tried again, as Astro's
+// appends are, and the id keeps it once.
+func publishOnce(t *testing.T, js jetstream.JetStream, id string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		_, err := js.Publish(ctx, "events.x", []byte(id), jetstream.WithMsgID(id))
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("publish %s not taken in 15 s: %v", id, err)
+		}
+	}
+}

@@ -434,3 +434,16 @@ func (a *astroProc) waitReady(timeout time.Duration) error {
 	}
 	return fmt.Errorf("astro not ready within %v", timeout)
 }
+
+// startReady starts s, killed when the test ends, and waits until it is
+// ready.
+func startReady(t *testing.T, s *astroProc) {
+	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.kill)
+	if err := s.waitReady(90 * time.Second); err != nil {
+		t.Fatalf("%v; service log ends:\n%s", err, s.logTail(40))
+	}
+}

@@ -48,13 +48,7 @@ func TestFaultsStreamDeleted(t *testing.T) {
 		"ASTRO_DATABASE_URL": pg.createDB(t, "svc_streamdeleted"),
 		"ASTRO_RATE_LIMIT":   "off",
 	})
-	if err := s.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.kill)
-	if err := s.waitReady(90 * time.Second); err != nil {
-		t.Fatalf("%v; service log ends:\n%s", err, s.logTail(40))
-	}
+	startReady(t, s)
 	admin, err := jetstream.New(adminConn(t, s.dataDir))
 	if err != nil {
 		t.Fatal(err)
