@@ -11,6 +11,7 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -770,11 +771,22 @@ func (c *contract) property(key string) string {
 // replay: tests send malformed requests on purpose, and the answer to
 // those (a documented 4xx) is what the contract promises about them.
 func (c *contract) check(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) []string {
-	// The request as the server reads it: routed on the decoded path (an
-	// escaped slash separates segments), a trailing slash tolerated, empty
+	// The request as the server reads it: slashes merged, routed on the
+	// decoded path (an escaped slash separates segments), a trailing slash
+	// tolerated, empty
 	// query parameters ignored, and a body without a Content-Type, or with
 	// any +json type, read as JSON.
 	rq := req.Clone(req.Context())
+	// Runs of slashes merged in the escaped path, as the server merges
+	// them (a base URL ending in "/" joined to a path), before decoding.
+	if p := rq.URL.EscapedPath(); strings.Contains(p, "//") {
+		for strings.Contains(p, "//") {
+			p = strings.ReplaceAll(p, "//", "/")
+		}
+		if u, err := url.Parse(p); err == nil {
+			rq.URL.Path, rq.URL.RawPath = u.Path, u.RawPath
+		}
+	}
 	rq.URL.RawPath, rq.URL.Fragment, rq.URL.RawFragment = "", "", "" // a fragment is never sent
 	if p := rq.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 		rq.URL.Path = strings.TrimRight(p, "/")
