@@ -315,25 +315,13 @@ func (l *Log) Ping(ctx context.Context) error {
 }
 
 // missing reports whether the event stream of subject is known to be
-// gone: not found twice, a moment apart, so that a moment of a JetStream
-// starting up or restarting is not taken for a loss. A failure to find out is not an answer: the append
-// goes on retrying.
+// gone. A failure to find out is not an answer: the append goes on
+// retrying.
 func (l *Log) missing(ctx context.Context, subject string) bool {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
 	defer cancel()
-	for i := range 2 {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(l.cfg.AttemptTimeout / 4): // a restart reloads streams in milliseconds
-			}
-		}
-		if _, err := l.streamOf(subject).Info(ctx); !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return false
-		}
-	}
-	return true
+	_, err := l.streamOf(subject).Info(ctx)
+	return errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // JetStream returns the JetStream context, for consumers of the log.
