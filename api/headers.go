@@ -29,7 +29,7 @@ func SingleHeader(h map[string][]string, name string) (string, error) {
 	}
 	for _, v := range vs[1:] {
 		if v != vs[0] {
-			return "", commands.Invalid(map[string][]string{name: {name + " was given more than once, with different values; send it once."}})
+			return "", commands.Invalid(map[string][]string{name: {givenTwice(name)}})
 		}
 	}
 	return vs[0], nil
@@ -41,8 +41,12 @@ func headerError(h map[string][]string) error {
 	v := commands.Validation{}
 	for _, name := range singletonHeaders {
 		if _, err := SingleHeader(h, name); err != nil {
-			v.Add(name, name+" was given more than once, with different values; send it once.")
+			v.Add(name, givenTwice(name))
 		}
 	}
 	return v.Err()
+}
+
+func givenTwice(name string) string {
+	return name + " was given more than once, with different values; send it once."
 }

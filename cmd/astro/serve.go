@@ -153,7 +153,7 @@ func (s *instance) DebugAddr() string {
 }
 
 // healEvery is how often the embedded NATS server's store is checked for a
-// failed write, which only a restart of JetStream clears (natsserver.Watch):
+// failed write, which only a restart of the server clears (natsserver.Watch):
 // a full disk freed, the log takes writes within two of these.
 const healEvery = 2 * time.Second
 

@@ -44,9 +44,8 @@ func (s *Server) Healthy() error {
 // in-process ones reconnect to the new server (InProcessConn), TCP ones to
 // the same port, and nats.go then sends what it buffered while it
 // reconnected: a publish that timed out meanwhile may still be stored, as
-// after any reconnect. The whole server,
-// not just JetStream: re-enabling JetStream in a running server races with
-// the JetStream API requests it is serving.
+// after any reconnect. The whole server, not just JetStream: re-enabling
+// JetStream in a running server races with the API requests it serves.
 func (s *Server) restart() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -66,13 +66,12 @@ func (g *Group[V]) Do(ctx context.Context, key string) (V, error) {
 	if q == nil {
 		q = &queue[V]{}
 		g.keys[key] = q
-		if g.detached {
-			go g.loop(key, q)
-		} else {
+		if !g.detached {
 			g.mu.Unlock()
 			defer g.handOn(key, q) // even if run panics: a stuck key would hold every later caller
 			return g.run(key)
 		}
+		go g.loop(key, q)
 	}
 	if q.next == nil {
 		q.next = &round[V]{done: make(chan struct{})}
