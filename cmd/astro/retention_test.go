@@ -50,23 +50,16 @@ func TestDeletedContentLeavesTheLogWithinTheBound(t *testing.T) {
 		}
 		return nil
 	})
+	// The compaction erases what carries content first, then purges the
+	// rest: it is done when the inbox's history starts with it.
+	s.waitCompacted("alice")
 
-	// What is pending is all there, and was compacted: the inbox's history
-	// starts with a compaction.
+	// What is pending is all there.
 	if p := s.page(alice, "?asFlatList=true"); p.TotalCount != 4 || len(p.Items) != 4 || p.UnreadCount != 4 {
 		t.Fatalf("after compaction: %d of %d, %d unread, want 4 of 4, 4 unread", len(p.Items), p.TotalCount, p.UnreadCount)
 	}
 	if len(natstest.FilesWith(t, s.natsDir, kept)) == 0 {
 		t.Fatal("a pending notification's content left the log")
-	}
-	var types []string
-	for _, e := range s.logEvents(t) {
-		if e.Aggregate.Kind == events.KindInbox {
-			types = append(types, e.Type)
-		}
-	}
-	if len(types) == 0 || types[0] != "InboxCompacted" {
-		t.Fatalf("alice's inbox in the log: %v, want a compaction first", types)
 	}
 
 	// The audit history of the workspace is whole, in the log and served.
