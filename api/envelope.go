@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"astro/commands"
 	"astro/query"
@@ -82,11 +83,22 @@ func statusOf(code string) int {
 	}
 }
 
+// writeJSON answers env with its length: one written straight to the
+// connection goes out chunked past 2 KiB (net/http's buffer), as a
+// holiday's answer with its resources does.
 func writeJSON(w http.ResponseWriter, status int, env Envelope) {
 	env.StatusCode = StatusName(status)
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	body, err := json.Marshal(env)
+	if err != nil {
+		status, env = ErrorEnvelope(err, w.Header().Get("X-Request-Id"))
+		body, _ = json.Marshal(env)
+	}
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(env) // the client went away; nothing to do
+	_, _ = w.Write(body) // the client went away; nothing to do
 }
 
 func writeOK(w http.ResponseWriter, data any) {

@@ -100,3 +100,39 @@ func TestErrorEnvelopeOfAnUnreachableDatabase(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswersCarryTheirLength: an answer past net/http's 2 KiB buffer (a
+// holiday's, with its resources) is sent with its length, not chunked,
+// and one that cannot be encoded is an error envelope, not a cut body.
+func TestAnswersCarryTheirLength(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		data   any
+		status int
+	}{
+		{"small", map[string]string{"id": "x"}, 200},
+		{"past 2 KiB", map[string]string{"reason": strings.Repeat("x", 5000)}, 200},
+		{"not encodable", map[string]any{"f": func() {}}, 500},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeOK(w, c.data) }))
+			t.Cleanup(srv.Close)
+			resp, err := http.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body bytes.Buffer
+			if _, err := body.ReadFrom(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != c.status || resp.ContentLength != int64(body.Len()) || len(resp.TransferEncoding) != 0 {
+				t.Errorf("status %d, Content-Length %d for %d bytes, Transfer-Encoding %v; want %d, the body's length, none",
+					resp.StatusCode, resp.ContentLength, body.Len(), resp.TransferEncoding, c.status)
+			}
+			if c.status == 500 && !strings.Contains(body.String(), `"hasError":true`) {
+				t.Errorf("body %s, want an error envelope", body.String())
+			}
+		})
+	}
+}
