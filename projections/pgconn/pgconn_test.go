@@ -88,7 +88,9 @@ func TestCallOnASilentDatabaseEndsWithItsContext(t *testing.T) {
 				}
 			}
 
-			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			// The deadline covers the call's start too: a CI run under the
+			// race detector once took a second to read the first ten rows.
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 			defer cancel()
 			var frozenAt time.Time
 			done := make(chan error, 1)
@@ -105,7 +107,7 @@ func TestCallOnASilentDatabaseEndsWithItsContext(t *testing.T) {
 				}
 				t.Logf("returned %v after the freeze: %v", time.Since(frozenAt).Round(time.Millisecond), err)
 			case <-time.After(20 * time.Second):
-				t.Fatalf("the call with a 1 s context is still blocked 20 s after the database froze")
+				t.Fatalf("the call with a 3 s context is still blocked 20 s after the database froze")
 			}
 
 			f.Thaw()
