@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"astro/events"
-	"astro/events/natslog"
 	"astro/events/natstest"
 )
 
@@ -52,21 +51,8 @@ func TestDeletedContentLeavesTheLogWithinTheBound(t *testing.T) {
 		return nil
 	})
 	// The compaction erases what carries content first, then purges the
-	// rest: it is done when the inbox's history starts with it. Asked of
-	// the subject, as the compactor asks: under load, scans of the whole
-	// stream (natstest.ReadLog) right after the purge went on showing the
-	// purged events for the test's whole wait, which is not explained yet.
-	l, err := natslog.Open(t.Context(), s.connectNATS(), natslog.Config{Bind: true, EventsOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inbox := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
-	waitFor(t, 30*time.Second, func() error {
-		if _, typ, err := l.First(t.Context(), inbox); err != nil || typ != (events.InboxCompacted{}).EventType() {
-			return fmt.Errorf("alice's inbox begins with %q (%v), want a compaction first", typ, err)
-		}
-		return nil
-	})
+	// rest: it is done when the inbox's history starts with it.
+	s.waitCompacted("alice")
 
 	// What is pending is all there.
 	if p := s.page(alice, "?asFlatList=true"); p.TotalCount != 4 || len(p.Items) != 4 || p.UnreadCount != 4 {
