@@ -22,7 +22,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/config"
@@ -505,13 +504,7 @@ func (s *service) waitCompacted(user string) {
 
 // logMessage is one message of an event stream as stored: what a
 // downstream consumer receives.
-type logMessage struct {
-	Stream  string
-	Seq     uint64
-	Subject string
-	Header  nats.Header
-	Data    []byte
-}
+type logMessage = natslog.Message
 
 // logMessages reads every message of the event streams, raw.
 func (s *service) logMessages(t testing.TB) []logMessage {
@@ -534,43 +527,16 @@ func readLog(url string) ([]logMessage, error) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	js, err := jetstream.New(nc)
+	l, err := natslog.Open(ctx, nc, natslog.Config{Bind: true, EventsOnly: true})
 	if err != nil {
 		return nil, err
 	}
 	var out []logMessage
-	for _, name := range []string{"ASTRO_HISTORY", "ASTRO_INBOXES"} {
-		stream, err := js.Stream(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		info, err := stream.Info(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if info.State.Msgs == 0 {
-			continue
-		}
-		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			return nil, err
-		}
-		for {
-			m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", name, err)
-			}
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, logMessage{Stream: name, Seq: meta.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
-			if meta.NumPending == 0 {
-				break
-			}
-		}
-	}
-	return out, nil
+	err = l.Tail(ctx, events.SubjectPrefix+".>", events.ScanFrom{}, false, func(m natslog.Message) error {
+		out = append(out, m)
+		return nil
+	})
+	return out, err
 }
 
 // contract checks HTTP exchanges against api.OpenAPI and events against

@@ -76,34 +76,26 @@ func (l *Log) ListParked(ctx context.Context, projector string, fn func(Parked) 
 	if projector != "" {
 		filter = ParkedSubject(projector)
 	}
-	cons, err := l.parked.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, InactiveThreshold: scanInactive})
-	if err != nil {
-		return fmt.Errorf("parked stream: %w", err)
-	}
-	defer release(l.parked, cons)
-	if cons.CachedInfo().NumPending == 0 {
-		return nil
-	}
-	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			return fmt.Errorf("read parked: %w", err)
-		}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	var stopped error // fn's, passed on as it is
+	err := each(ctx, l.parked, cfg, false, func(m jetstream.Msg, parkSeq uint64) error {
+		h := m.Headers()
+		seq, _ := strconv.ParseUint(h.Get(HeaderParkedSeq), 10, 64)
 		meta, err := m.Metadata()
 		if err != nil {
 			return err
 		}
-		h := m.Headers()
-		seq, _ := strconv.ParseUint(h.Get(HeaderParkedSeq), 10, 64)
-		p := Parked{ParkSeq: meta.Sequence.Stream, Projector: strings.TrimPrefix(m.Subject(), parkedPrefix), Seq: seq,
-			Subject: h.Get(HeaderParkedSubject), Reason: h.Get(HeaderParkedReason), ParkedAt: meta.Timestamp, Header: h, Data: m.Data()}
-		if err := fn(p); err != nil {
-			return err
-		}
-		if meta.NumPending == 0 {
-			return nil
-		}
+		stopped = fn(Parked{ParkSeq: parkSeq, Projector: strings.TrimPrefix(m.Subject(), parkedPrefix), Seq: seq,
+			Subject: h.Get(HeaderParkedSubject), Reason: h.Get(HeaderParkedReason), ParkedAt: meta.Timestamp, Header: h, Data: m.Data()})
+		return stopped
+	})
+	switch {
+	case stopped != nil:
+		return stopped
+	case err != nil && ctx.Err() == nil:
+		return fmt.Errorf("read parked: %w", err)
 	}
+	return err
 }
 
 // Unpark removes a parked event once it has been applied, overwriting

@@ -180,7 +180,8 @@ func scanMessages(ctx context.Context, st jetstream.Stream, filters []string, fr
 var errStop = errors.New("stop")
 
 // each calls fn with every message an ordered consumer of cfg delivers, up
-// to the end of the stream as it was when it began (or on, with follow).
+// to the end of the stream as it was when it began, or a little past (what
+// was appended meanwhile may come too), or on, with follow.
 func each(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, follow bool, fn func(m jetstream.Msg, seq uint64) error) error {
 	cfg.InactiveThreshold = scanInactive
 	cons, err := st.OrderedConsumer(ctx, cfg)
@@ -200,8 +201,19 @@ func each(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsume
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
+	var opts []jetstream.NextOpt
+	if !follow {
+		opts = append(opts, jetstream.NextMaxWait(scanIdle))
+	}
+	var last uint64 // the stream sequence of the last message passed to fn
 	for {
-		m, err := it.Next()
+		m, err := it.Next(opts...)
+		if errors.Is(err, nats.ErrTimeout) {
+			if more, err := remains(ctx, st, cfg.FilterSubjects, last); !more || err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -212,13 +224,43 @@ func each(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsume
 		if err != nil {
 			return err
 		}
-		if err := fn(m, meta.Sequence.Stream); err != nil {
+		last = meta.Sequence.Stream
+		if err := fn(m, last); err != nil {
 			return err
 		}
 		if !follow && meta.NumPending == 0 {
-			return nil
+			if more, err := remains(ctx, st, cfg.FilterSubjects, last); !more || err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// The count of pending messages each delivery carries is kept by the
+// server as it goes, and a delete racing the delivery can leave it one
+// off either way: a scan that trusted it stopped one message short, or
+// waited for a message that was never to come until its context ended (a
+// read overlapping a compaction stalled 30 s). So a scan that is told it
+// has everything checks with the stream, and one that waits longer than
+// scanIdle for its next message checks whether one is still there.
+const scanIdle = 250 * time.Millisecond
+
+// remains reports whether st holds a message after last on one of filters
+// (every subject when there are none).
+func remains(ctx context.Context, st jetstream.Stream, filters []string, last uint64) (bool, error) {
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	for _, f := range filters {
+		_, err := st.GetMsg(ctx, last+1, jetstream.WithGetMsgSubject(f))
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // scanInactive is how long the server keeps a scan's consumer that no one

@@ -222,3 +222,58 @@ func TestTailShowsMalformedMessagesAndGoesOn(t *testing.T) {
 		})
 	}
 }
+
+// The server counts a consumer's pending messages as it delivers them,
+// and a delete racing the delivery can leave the count one too high after
+// the last message: a scan that waited for the message counted as last
+// waited until its context ended (a read overlapping a compaction stalled
+// 30 s). Every scan racing deletes ends (before the fix, about one in
+// thirty stalled).
+func TestScansRacingDeletesEnd(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := t.Context()
+	st, err := l.JetStream().Stream(ctx, "ASTRO_INBOXES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 300 {
+		agg := events.Aggregate{Kind: events.KindInbox, ID: fmt.Sprint("u", round)}
+		subject := events.Subject("w1", agg)
+		var first, last uint64
+		for i := range 20 {
+			e, err := events.New(fmt.Sprint("e", round, "-", i), meta, agg, events.InboxErased{ErasureID: fmt.Sprint(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last, err = l.Append(ctx, subject, last, e); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = last
+			}
+		}
+		deleted := make(chan error, 1)
+		go func() {
+			for seq := first; seq < last; seq++ {
+				if err := st.DeleteMsg(ctx, seq); err != nil {
+					deleted <- err
+					return
+				}
+			}
+			deleted <- nil
+		}()
+		var seen uint64
+		scanCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := l.ScanStream(scanCtx, events.KindInbox, events.ScanFrom{Seq: first}, func(e events.Event) error {
+			seen = e.Seq
+			return nil
+		})
+		cancel()
+		if err := <-deleted; err != nil {
+			t.Fatal(err)
+		}
+		if err != nil || seen != last {
+			t.Fatalf("round %d: the scan ended at %d with %v; want it to end at the last event, %d", round, seen, err, last)
+		}
+	}
+}
