@@ -296,7 +296,7 @@ func (s *Store[A]) ids(ctx context.Context, subject string) (map[string]events.E
 		ids[e.ID] = e
 		return nil
 	}); err != nil {
-		return nil, unavailable(fmt.Errorf("read %s: %w", subject, err))
+		return nil, ReadFailed(fmt.Errorf("read %s: %w", subject, err))
 	}
 	return ids, nil
 }
@@ -427,7 +427,7 @@ func (s *Store[A]) catchUp(ctx context.Context, c *cached[A]) error {
 		return c.agg.Apply(e)
 	})
 	if err != nil {
-		return unavailable(fmt.Errorf("read %s after %d: %w", c.key, c.seq, err))
+		return ReadFailed(fmt.Errorf("read %s after %d: %w", c.key, c.seq, err))
 	}
 	c.seq = last
 	return nil
@@ -480,4 +480,17 @@ func (s *Store[A]) snapshotKey(subject string) string { return s.cfg.Name + "." 
 
 func unavailable(err error) error {
 	return &Error{Code: EUnavailable, Message: "The service is temporarily unavailable; try again.", Err: err}
+}
+
+// ReadFailed is the error of events the log did not give whole. A log
+// that did not answer is worth a retry (EUnavailable), and so is an event
+// of a type or version this build does not know: a newer build wrote it,
+// and a retry may reach one. An event that no build can read
+// (events.ErrMalformed) reads no better later, where a 503 would have
+// clients retry for good: EInternal, whose cause goes to the log only.
+func ReadFailed(err error) error {
+	if errors.Is(err, events.ErrMalformed) {
+		return &Error{Code: EInternal, Err: err}
+	}
+	return unavailable(err)
 }

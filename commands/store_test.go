@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"astro/commands"
 	"astro/commands/holidays"
 	"astro/events"
@@ -355,4 +357,46 @@ func renameTo(h *holidays.Holiday, id, to string) ([]events.Event, error) {
 		return nil, err
 	}
 	return commands.NewEvents(caller, time.Now(), events.Aggregate{Kind: events.KindHoliday, ID: id}, ps...)
+}
+
+// A command on an aggregate whose events the log does not give whole is
+// refused, never decided on a guess: with a 503 to retry when a retry may
+// read them (an event a newer build wrote), and a 500 when none will (an
+// event whose data is not its type's JSON), which a 503 would have
+// clients retry for good.
+func TestACommandOnEventsThatCannotBeReadSaysWhetherToRetry(t *testing.T) {
+	for _, tc := range []struct {
+		typ, data string
+		want      string
+	}{
+		{"HolidayRenamed", `{"newReason": 7}`, commands.EInternal},
+		{"HolidayMoved", `{}`, commands.EUnavailable},
+	} {
+		t.Run(tc.typ, func(t *testing.T) {
+			l := newLog(t)
+			s := holidayStore(t, l, l.Snapshots(), 100)
+			id := events.NewID(time.Now())
+			subject := create(t, s, id)
+			msg := nats.NewMsg(subject)
+			msg.Data = []byte(tc.data)
+			msg.Header.Set("ce-id", events.NewID(time.Now()))
+			msg.Header.Set("ce-type", tc.typ)
+			msg.Header.Set("ce-time", time.Now().UTC().Format(time.RFC3339Nano))
+			msg.Header.Set("ce-schemaversion", "1")
+			if _, err := l.JetStream().PublishMsg(t.Context(), msg); err != nil {
+				t.Fatal(err)
+			}
+			before, err := l.LastSeq(t.Context(), subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = rename(t.Context(), s, subject, id, "r1")
+			if got := commands.ErrorCode(err); got != tc.want {
+				t.Errorf("rename: %s (%v), want %s", got, err, tc.want)
+			}
+			if after, err := l.LastSeq(t.Context(), subject); err != nil || after != before {
+				t.Errorf("the log moved from %d to %d (%v): nothing may be appended", before, after, err)
+			}
+		})
+	}
 }

@@ -7,6 +7,10 @@ var (
 	ErrUnknownType = errors.New("unknown event type")
 	// ErrUnknownVersion is a payload version newer than this build knows.
 	ErrUnknownVersion = errors.New("unknown event version")
+	// ErrMalformed is a stored message that cannot be read as an event: no
+	// event's headers, or data that is not its type's JSON. Unlike an
+	// unknown type, which a newer build reads, no build reads it better.
+	ErrMalformed = errors.New("malformed event message")
 
 	// ErrConflict is an append refused because the aggregate's subject moved
 	// past the expected sequence: another writer appended first.

@@ -81,10 +81,10 @@ func Decode(e Event) (Payload, error) {
 	}
 	data, err := upcast(e.Type, e.Version, e.Data)
 	if err != nil {
-		return nil, fmt.Errorf("event %s (seq %d): upcast %s v%d: %w", e.ID, e.Seq, e.Type, e.Version, err)
+		return nil, fmt.Errorf("event %s (seq %d): upcast %s v%d: %w: %w", e.ID, e.Seq, e.Type, e.Version, ErrMalformed, err)
 	}
 	if err := json.Unmarshal(data, p); err != nil {
-		return nil, fmt.Errorf("event %s (seq %d): decode %s: %w", e.ID, e.Seq, e.Type, err)
+		return nil, fmt.Errorf("event %s (seq %d): decode %s: %w: %w", e.ID, e.Seq, e.Type, ErrMalformed, err)
 	}
 	return p, nil
 }

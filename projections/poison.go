@@ -36,7 +36,7 @@ func poisonous(err error) bool {
 		pqErr  *pq.Error
 	)
 	switch {
-	case errors.Is(err, ErrUnappliable), errors.Is(err, natslog.ErrMalformed),
+	case errors.Is(err, ErrUnappliable), errors.Is(err, events.ErrMalformed),
 		errors.Is(err, events.ErrUnknownType), errors.Is(err, events.ErrUnknownVersion),
 		errors.As(err, &syntax), errors.As(err, &typ):
 		return true

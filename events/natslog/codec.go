@@ -1,7 +1,6 @@
 package natslog
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -60,14 +59,11 @@ func Encode(e events.Event) *nats.Msg {
 	return m
 }
 
-// ErrMalformed marks a stored message that is not an event.
-var ErrMalformed = errors.New("malformed event message")
-
 // Decode reads an event from a stored message's subject, headers and data.
 func Decode(subject string, h nats.Header, data []byte, seq uint64) (events.Event, error) {
 	e, err := decode(subject, h, data, seq)
 	if err != nil {
-		return e, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return e, fmt.Errorf("%w: %w", events.ErrMalformed, err)
 	}
 	return e, nil
 }

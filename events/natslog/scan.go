@@ -74,7 +74,7 @@ func (l *Log) scan(ctx context.Context, filter string, from events.ScanFrom, fol
 }
 
 // Message is a stored message as a tail shows it: the stream that keeps
-// it, and the event it holds, or Err (ErrMalformed) with the message as
+// it, and the event it holds, or Err (events.ErrMalformed) with the message as
 // recorded when it holds none.
 type Message struct {
 	Stream  string

@@ -178,8 +178,8 @@ func TestTailShowsMalformedMessagesAndGoesOn(t *testing.T) {
 	}
 	holiday := events.KindSubjects(events.KindHoliday)
 
-	if err := l.Scan(ctx, holiday, events.ScanFrom{}, func(events.Event) error { return nil }); !errors.Is(err, natslog.ErrMalformed) {
-		t.Fatalf("scan past a malformed message: %v, want %v", err, natslog.ErrMalformed)
+	if err := l.Scan(ctx, holiday, events.ScanFrom{}, func(events.Event) error { return nil }); !errors.Is(err, events.ErrMalformed) {
+		t.Fatalf("scan past a malformed message: %v, want %v", err, events.ErrMalformed)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -212,7 +212,7 @@ func TestTailShowsMalformedMessagesAndGoesOn(t *testing.T) {
 				if m.Seq != uint64(i+1) || m.Stream != "ASTRO_HISTORY" {
 					t.Errorf("message %d: %s seq %d, want ASTRO_HISTORY seq %d", i, m.Stream, m.Seq, i+1)
 				}
-				if malformed := i == 1; malformed != errors.Is(m.Err, natslog.ErrMalformed) {
+				if malformed := i == 1; malformed != errors.Is(m.Err, events.ErrMalformed) {
 					t.Errorf("message %d: err %v", i, m.Err)
 				}
 			}

@@ -87,10 +87,6 @@ func entryOf(e events.Event) (HolidayEvent, error) {
 	return out, nil
 }
 
-func unavailable(err error) error {
-	return &commands.Error{Code: commands.EUnavailable, Message: "The history could not be read; try again.", Err: err}
-}
-
 // each calls fn with the entries of a holiday's history after log sequence
 // after, in log order, until fn returns errPageFull. found reports whether
 // there was any.
@@ -108,7 +104,7 @@ func (h *Holidays) each(ctx context.Context, workspaceID, id string, after uint6
 		return fn(entry)
 	})
 	if err != nil && !errors.Is(err, errPageFull) {
-		return false, unavailable(err)
+		return false, commands.ReadFailed(err)
 	}
 	return found, nil
 }
@@ -256,7 +252,7 @@ func (h *Holidays) fold(ctx context.Context, workspaceID, id string, at time.Tim
 		return nil
 	})
 	if err != nil && !errors.Is(err, errPageFull) {
-		return nil, unavailable(err)
+		return nil, commands.ReadFailed(err)
 	}
 	return latest, nil
 }

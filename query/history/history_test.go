@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"astro/commands"
 	"astro/commands/holidays"
 	"astro/events"
@@ -209,6 +211,53 @@ func TestAsOfAtTheTimeHistoryShows(t *testing.T) {
 			}
 			if _, err := h.AsOf(context.Background(), "w1", id, entries[0].Time); err != nil {
 				t.Errorf("asOf %s, the creation time history shows: %v", entries[0].Time.Format(time.RFC3339Nano), err)
+			}
+		})
+	}
+}
+
+// A history the log cannot give whole fails: with a 503 to retry when
+// a retry may read it (an event of a type a newer build wrote, which a
+// newer instance reads), and with a 500 when none will (a message that is
+// no event, or an event whose data is not its type's JSON), which a 503
+// would have clients retry for good.
+func TestAHistoryThatCannotBeReadSaysWhetherToRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		typ, data  string
+		eventsOnly bool // false: a message with no event headers at all
+		want       string
+	}{
+		{"no event", "", "garbage", false, commands.EInternal},
+		{"data not its type's JSON", "HolidayRenamed", `{"newReason": 7}`, true, commands.EInternal},
+		{"a type of a newer build", "HolidayMoved", `{}`, true, commands.EUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, l := newWriter(t)
+			at := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
+			id := w.create(at, "Day", "global", nil, nil)
+			msg := nats.NewMsg(events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: id}))
+			msg.Data = []byte(tc.data)
+			if tc.eventsOnly {
+				msg.Header.Set("ce-id", "00000000-0000-4000-8000-0000000000dd")
+				msg.Header.Set("ce-type", tc.typ)
+				msg.Header.Set("ce-time", at.Format(time.RFC3339Nano))
+				msg.Header.Set("ce-schemaversion", "1")
+			}
+			if _, err := l.JetStream().PublishMsg(t.Context(), msg); err != nil {
+				t.Fatal(err)
+			}
+			h, err := history.NewHolidays(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = h.History(t.Context(), "w1", id, 0, history.MaxPage)
+			if got := commands.ErrorCode(err); got != tc.want {
+				t.Errorf("history: %s (%v), want %s", got, err, tc.want)
+			}
+			_, err = h.AsOf(t.Context(), "w1", id, at.Add(time.Hour))
+			if got := commands.ErrorCode(err); got != tc.want {
+				t.Errorf("asOf: %s (%v), want %s", got, err, tc.want)
 			}
 		})
 	}
