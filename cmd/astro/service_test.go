@@ -483,10 +483,8 @@ func (s *service) logEvents(t testing.TB, types ...string) []events.Event {
 // waitCompacted waits until user's inbox (workspace w1) has been compacted:
 // its log begins with the compaction. A service with a short
 // ASTRO_ERASE_WITHIN compacts within a second or two. It asks the subject
-// itself (a direct get), as the compactor does: under load, scans of the
-// whole stream (logEvents) right after a compaction went on showing the
-// events it had removed, which is not explained yet (README, Retention and
-// erasure).
+// itself (a direct get), as the compactor does: one message, where a scan
+// of the whole stream (logEvents) reads every event of every inbox.
 func (s *service) waitCompacted(user string) {
 	s.t.Helper()
 	l, err := natslog.Open(s.t.Context(), s.connectNATS(), natslog.Config{Bind: true, EventsOnly: true})
