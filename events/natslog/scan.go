@@ -205,7 +205,10 @@ func each(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsume
 	if !follow {
 		opts = append(opts, jetstream.NextMaxWait(scanIdle))
 	}
-	var last uint64 // the stream sequence of the last message passed to fn
+	// The stream sequence of the last message passed to fn; at first, the
+	// one the consumer starts after (a scan from a time starts past
+	// messages that remains would otherwise find).
+	last := cons.CachedInfo().Delivered.Stream
 	for {
 		m, err := it.Next(opts...)
 		if errors.Is(err, nats.ErrTimeout) {
