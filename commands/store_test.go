@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"astro/commands"
 	"astro/commands/holidays"
 	"astro/events"
@@ -377,13 +375,9 @@ func TestACommandOnEventsThatCannotBeReadSaysWhetherToRetry(t *testing.T) {
 			s := holidayStore(t, l, l.Snapshots(), 100)
 			id := events.NewID(time.Now())
 			subject := create(t, s, id)
-			msg := nats.NewMsg(subject)
-			msg.Data = []byte(tc.data)
-			msg.Header.Set("ce-id", events.NewID(time.Now()))
-			msg.Header.Set("ce-type", tc.typ)
-			msg.Header.Set("ce-time", time.Now().UTC().Format(time.RFC3339Nano))
-			msg.Header.Set("ce-schemaversion", "1")
-			if _, err := l.JetStream().PublishMsg(t.Context(), msg); err != nil {
+			bad := events.Event{ID: events.NewID(time.Now()), Type: tc.typ, Version: 1, WorkspaceID: "w1",
+				Aggregate: events.Aggregate{Kind: events.KindHoliday, ID: id}, Time: time.Now().UTC(), Data: []byte(tc.data)}
+			if _, err := l.JetStream().PublishMsg(t.Context(), natslog.Encode(bad)); err != nil {
 				t.Fatal(err)
 			}
 			before, err := l.LastSeq(t.Context(), subject)

@@ -224,11 +224,12 @@ func TestTailShowsMalformedMessagesAndGoesOn(t *testing.T) {
 }
 
 // The server counts a consumer's pending messages as it delivers them,
-// and a delete racing the delivery can leave the count one too high after
-// the last message: a scan that waited for the message counted as last
-// waited until its context ended (a read overlapping a compaction stalled
-// 30 s). Every scan racing deletes ends (before the fix, about one in
-// thirty stalled).
+// and a delete racing the delivery can leave the count one off either
+// way: a scan that trusted it stopped one event short, or waited for an
+// event that was never to come until its context ended (a read
+// overlapping a compaction stalled 30 s). Every scan racing deletes ends
+// at the last event (before the fix, each run of this test met both
+// within its first rounds).
 func TestScansRacingDeletesEnd(t *testing.T) {
 	l, _ := openLog(t)
 	ctx := t.Context()

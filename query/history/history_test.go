@@ -236,13 +236,12 @@ func TestAHistoryThatCannotBeReadSaysWhetherToRetry(t *testing.T) {
 			w, l := newWriter(t)
 			at := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 			id := w.create(at, "Day", "global", nil, nil)
-			msg := nats.NewMsg(events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: id}))
-			msg.Data = []byte(tc.data)
-			if tc.eventsOnly {
-				msg.Header.Set("ce-id", "00000000-0000-4000-8000-0000000000dd")
-				msg.Header.Set("ce-type", tc.typ)
-				msg.Header.Set("ce-time", at.Format(time.RFC3339Nano))
-				msg.Header.Set("ce-schemaversion", "1")
+			bad := events.Event{ID: "00000000-0000-4000-8000-0000000000dd", Type: tc.typ, Version: 1, WorkspaceID: "w1",
+				Aggregate: events.Aggregate{Kind: events.KindHoliday, ID: id}, Time: at, Data: []byte(tc.data)}
+			msg := natslog.Encode(bad)
+			if !tc.eventsOnly {
+				msg = nats.NewMsg(msg.Subject)
+				msg.Data = bad.Data
 			}
 			if _, err := l.JetStream().PublishMsg(t.Context(), msg); err != nil {
 				t.Fatal(err)
