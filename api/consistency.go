@@ -29,6 +29,9 @@ type Positions interface {
 	LastSeq(ctx context.Context, subject string) (uint64, error)
 	// Position is the sequence of the last event in the log.
 	Position(ctx context.Context) (uint64, error)
+	// Settled is the last position this instance's appends of kind's
+	// events got, and whether none is under way.
+	Settled(kind string) (last uint64, ok bool)
 }
 
 func setPosition(w http.ResponseWriter, seq uint64) {

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -220,6 +221,20 @@ func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprou
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if scope, at, ok := s.seenScope(r, c); ok {
+		h, res, err := s.cfg.Holidays.Rename.Handle(r.Context(), holidays.Rename{Caller: c, HolidayID: id, Reason: req.Reason, LogAt: at})
+		switch {
+		case errors.Is(err, events.ErrLogMoved):
+		case err != nil:
+			return err
+		case len(res.Events) > 0: // appended where the stream was at
+			setPosition(w, res.Seq)
+			writeOK(w, holidayDetail(id, h, scope))
+			return nil
+		}
+		// Something came first that this instance has not seen, or the
+		// rename appended nothing and so checked no position: the long way.
+	}
 	scope, err := s.scope(w, r, c)
 	if err != nil {
 		return err
@@ -233,16 +248,36 @@ func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprou
 	return nil
 }
 
+// seenScope is the caller's workspace's resources as this instance has
+// seen them go past in the history stream, and the position it has seen
+// the stream up to, when a write can answer with them by appending at that
+// position (commands.RunAt): the log then refuses the write if anything
+// came after, and the write goes the long way (scope). It skips the
+// log's position read, one round trip of the two of a rename. Not when
+// this instance's own appends are under way or not seen yet (the log
+// would refuse), on a retried request, or with a position to check.
+func (s *Server) seenScope(r *http.Request, c commands.Caller) (query.Scope, uint64, bool) {
+	if c.Again || r.Header.Get(HeaderMinPosition) != "" {
+		return query.Scope{}, 0, false
+	}
+	last, settled := s.cfg.Log.Settled(events.KindHoliday)
+	if !settled {
+		return query.Scope{}, 0, false
+	}
+	return s.cfg.Resources.Current(c.WorkspaceID, last)
+}
+
 // scope is the caller's workspace's resources as the answer of a holiday
 // write shows them. It is read before the write, so that an unreachable
 // database fails the request before anything is appended, never after;
 // usually memory has it as of the workspace's last resource event.
 func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller) (query.Scope, error) {
+	mark := s.cfg.Resources.Mark()
 	at, err := s.lastSeq(r, workspaceSubjects(c, events.KindResource))
 	if err != nil {
 		return query.Scope{}, err
 	}
-	if sc, ok := s.cfg.Resources.Cached(c.WorkspaceID, at); ok {
+	if sc, ok := s.cfg.Resources.Cached(c.WorkspaceID, mark, at); ok {
 		return sc, nil
 	}
 	wait := at
@@ -259,7 +294,7 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller
 	if err := s.await(w, r, s.cfg.HolidaysProjected, wait); err != nil {
 		return query.Scope{}, err
 	}
-	return s.cfg.Resources.Scope(r.Context(), c.WorkspaceID)
+	return s.cfg.Resources.Scope(r.Context(), c.WorkspaceID, mark, wait)
 }
 
 // parseDateTime reads an RFC 3339 date-time, the format the API's document

@@ -89,7 +89,16 @@ func eventID(c Caller, now time.Time, a events.Aggregate, p events.Payload, n in
 // it may run again on newer state after a lost race, so it must not change
 // the aggregate.
 func Run[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggregate, now time.Time, decide func(A) ([]events.Payload, error)) (Result, error) {
-	execute := s.Execute
+	return RunAt(ctx, s, c, a, 0, now, decide)
+}
+
+// RunAt is Run for a caller that has seen the aggregate's stream up to
+// position at, as Store.ExecuteAt says; 0 is Run. A retried request
+// (Caller.Again) runs as Run does.
+func RunAt[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggregate, at uint64, now time.Time, decide func(A) ([]events.Payload, error)) (Result, error) {
+	execute := func(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
+		return s.ExecuteAt(ctx, subject, at, decide)
+	}
 	if c.Again && c.IdempotencyKey != "" {
 		execute = s.ExecuteAgain
 	}

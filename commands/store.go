@@ -22,6 +22,10 @@ type Log interface {
 	// events.ErrConflict when another append won, events.ErrAlreadyAppended
 	// when e (by its id) is in the log already.
 	Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error)
+	// AppendAt is Append on one more condition when at is not 0: that
+	// the last position of subject's stream is still at. When it is not,
+	// it appends nothing and answers events.ErrLogMoved.
+	AppendAt(ctx context.Context, subject string, expected, at uint64, e events.Event) (uint64, error)
 	// Read calls fn for each event of subject after sequence after, in
 	// order, and returns the sequence of the last one (after if none).
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
@@ -186,7 +190,19 @@ type Decide[A Aggregate] func(A) ([]events.Event, error)
 
 // Execute loads the aggregate on subject, decides, and appends.
 func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
-	return s.execute(ctx, subject, decide, false)
+	return s.execute(ctx, subject, decide, false, 0)
+}
+
+// ExecuteAt is Execute for a caller that has seen subject's stream up to
+// position at and answers with what it saw: the append expects the stream
+// there, and each further event of the decision the one before. When the
+// stream has moved on it appends no more and answers events.ErrLogMoved,
+// and the caller, which can no longer trust what it saw, goes the long way
+// (Execute; a prefix appended stays, as after any failed append). A
+// decision that appends nothing checks no position: its Result has no
+// Events.
+func (s *Store[A]) ExecuteAt(ctx context.Context, subject string, at uint64, decide Decide[A]) (Result, error) {
+	return s.execute(ctx, subject, decide, false, at)
 }
 
 // ExecuteAgain is Execute for a command that ran before and may have
@@ -198,10 +214,10 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 // its event a second time. It reads the subject's history, which only such
 // retries pay.
 func (s *Store[A]) ExecuteAgain(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
-	return s.execute(ctx, subject, decide, true)
+	return s.execute(ctx, subject, decide, true, 0)
 }
 
-func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A], again bool) (Result, error) {
+func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A], again bool, at uint64) (Result, error) {
 	l := &s.locks[maphash.String(s.seed, subject)%uint64(len(s.locks))]
 	l.Lock()
 	defer l.Unlock()
@@ -256,7 +272,7 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 			}
 			return Result{Seq: c.seq, Events: appended, Earlier: earlier}, err
 		}
-		raced, err := s.appendEach(ctx, c, evs, &appended, &earlier)
+		raced, err := s.appendEach(ctx, c, at, evs, &appended, &earlier)
 		if err != nil {
 			return Result{}, err
 		}
@@ -305,9 +321,20 @@ func (s *Store[A]) ids(ctx context.Context, subject string) (map[string]events.E
 // already has from an earlier attempt goes to earlier. raced reports that
 // another writer moved the log under the command: c is then caught up and
 // the command must be decided again.
-func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Event, appended, earlier *[]events.Event) (raced bool, err error) {
+func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], at uint64, evs []events.Event, appended, earlier *[]events.Event) (raced bool, err error) {
 	for i, e := range evs {
-		last, err := s.log.Append(ctx, c.key, c.seq, e)
+		var last uint64
+		var err error
+		if at == 0 {
+			last, err = s.log.Append(ctx, c.key, c.seq, e)
+		} else {
+			last, err = s.log.AppendAt(ctx, c.key, c.seq, at, e)
+		}
+		if errors.Is(err, events.ErrLogMoved) {
+			// Nothing appended, and the cache is caught up by the long
+			// way's own expected-sequence check, if the subject moved.
+			return false, err
+		}
 		if errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrAlreadyAppended) {
 			if _, err := s.current(ctx, c); err != nil {
 				return false, err
@@ -348,6 +375,9 @@ func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], evs []events.Ev
 		c.seq = last
 		c.sinceSnap++
 		*appended = append(*appended, e)
+		if at != 0 {
+			at = last // the next event expects the stream at this one
+		}
 	}
 	return false, nil
 }

@@ -19,4 +19,9 @@ var (
 	// retried request whose first attempt got through. Nothing was appended
 	// now.
 	ErrAlreadyAppended = errors.New("events already appended")
+	// ErrLogMoved is an append refused because its stream moved past the
+	// position the writer expected it at (or its subject past the expected
+	// sequence): something it has not seen came first. Nothing was
+	// appended.
+	ErrLogMoved = errors.New("log moved on")
 )

@@ -61,6 +61,24 @@ type RunnerConfig struct {
 	// the trace of its first event that carries one, linked to every
 	// event's trace. nil costs nothing.
 	Tracer trace.Tracer
+	// Watch, when set, is told of every delivery as it arrives, before
+	// the read model has it.
+	Watch Watcher
+}
+
+// Watcher follows what a runner's consumer delivers, in delivery order.
+type Watcher interface {
+	// Started: deliveries start after stream position from, the
+	// consumer having delivered delivered (its own sequence). It returns
+	// the token of these deliveries.
+	Started(from, delivered uint64) (token uint64)
+	// Delivered: the event on subject at stream position seq, the
+	// consumer's delivery dseq, first unless a redelivery. A call with
+	// the token of deliveries that stopped (a callback still running as
+	// its consumer stops) is late, and must be ignored.
+	Delivered(token uint64, subject string, seq, dseq uint64, first bool)
+	// Stopped: deliveries stopped.
+	Stopped()
 }
 
 // RunnerMetrics is what a runner reports as it applies the log.
@@ -410,8 +428,18 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 	msgs := make(chan jetstream.Msg, 2*r.cfg.Batch)
 	var silent atomic.Int32 // pulls in a row that met no heartbeat or no consumer
 	stalled := make(chan error, 1)
+	var token uint64
+	if w := r.cfg.Watch; w != nil {
+		token = w.Started(pos, delivered)
+		defer w.Stopped()
+	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		silent.Store(0)
+		if w := r.cfg.Watch; w != nil {
+			if meta, err := m.Metadata(); err == nil {
+				w.Delivered(token, m.Subject(), meta.Sequence.Stream, meta.Sequence.Consumer, meta.NumDelivered == 1)
+			}
+		}
 		select {
 		case msgs <- m:
 		case <-ctx.Done():

@@ -505,3 +505,61 @@ func TestHolidayListErrors(t *testing.T) {
 		})
 	}
 }
+
+// A workspace's scope comes from memory, at the position up to which the
+// history stream went past, for as long as nothing of its resources went
+// past after the scope was read.
+func TestScopeAsSeen(t *testing.T) {
+	h := newHolidayEnv(t)
+	seen := query.NewSeen()
+	q, err := query.NewResources(t.Context(), h.db, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := seen.Started(0, 0)
+	delivered := uint64(0)
+	deliver := func(evs ...events.Event) {
+		t.Helper()
+		for _, e := range evs {
+			delivered++
+			seen.Delivered(gen, events.Subject(e.WorkspaceID, e.Aggregate), e.Seq, delivered, true)
+		}
+		h.apply(evs...)
+	}
+	current := func(name string, last uint64, want []string, wantAt uint64) {
+		t.Helper()
+		s, at, ok := q.Current("ws1", last)
+		if want == nil {
+			if ok {
+				t.Fatalf("%s: scope %v at %d from memory, want none", name, s.IDs, at)
+			}
+			return
+		}
+		if !ok || at != wantAt || !reflect.DeepEqual(s.IDs, want) {
+			t.Fatalf("%s: scope %v at %d (%v), want %v at %d", name, s.IDs, at, ok, want, wantAt)
+		}
+	}
+	read := func(at uint64) {
+		t.Helper()
+		mark := q.Mark()
+		if _, err := q.Scope(t.Context(), "ws1", mark, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	e1 := h.event("ws1", resource(r1, "GB", true, false))
+	deliver(e1)
+	current("never read", e1.Seq, nil, 0)
+	read(e1.Seq)
+	current("read", e1.Seq, []string{r1}, e1.Seq)
+	e2 := h.event("ws1", events.HolidayCreated{HolidayID: hG, Reason: "All", Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-01-01"})
+	deliver(e2, h.event("ws2", resource(q1, "GB", true, false)))
+	current("a holiday and another workspace's resource went past", e2.Seq+1, []string{r1}, e2.Seq+1)
+	e4 := h.event("ws1", resource(r2, "GB", true, false))
+	deliver(e4)
+	current("its resource went past", e4.Seq, nil, 0)
+	read(e4.Seq)
+	current("read again", e4.Seq, []string{r1, r2}, e4.Seq)
+	seen.Stopped()
+	current("deliveries stopped", e4.Seq, nil, 0)
+}

@@ -41,6 +41,18 @@ func (c *posCache[V]) get(key string, pos uint64) (V, bool) {
 	return zero, false
 }
 
+// latest returns the value for key, whatever its position.
+func (c *posCache[V]) latest(key string) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		c.lru.MoveToFront(el)
+		return el.Value.(*posEntry[V]).val, true
+	}
+	var zero V
+	return zero, false
+}
+
 // put remembers val as exact at pos, unless a newer one is remembered.
 func (c *posCache[V]) put(key string, pos uint64, val V) {
 	c.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -22,6 +23,10 @@ type Scope struct {
 	// Resources.Scope, which makes every Scope: a rename's answer shares
 	// it instead of building its own each time.
 	all []HolidayResourceDto
+	// gen and exactTo say what it is exact for, for Current: every event
+	// of the workspace up to position exactTo, and those after it that
+	// go past Seen in generation gen.
+	gen, exactTo uint64
 }
 
 // Resources reads the resources read model for the answers of holiday
@@ -29,11 +34,13 @@ type Scope struct {
 type Resources struct {
 	scope  *sqlx.Stmt
 	cached *posCache[Scope]
+	seen   *Seen // nil: Current knows nothing
 }
 
-// NewResources prepares the statement.
-func NewResources(ctx context.Context, db *sqlx.DB) (*Resources, error) {
-	q := Resources{cached: newPosCache[Scope](1024)}
+// NewResources prepares the statement. seen, when not nil, is what the
+// holidays projector of this instance receives, for Current.
+func NewResources(ctx context.Context, db *sqlx.DB, seen *Seen) (*Resources, error) {
+	q := Resources{cached: newPosCache[Scope](1024), seen: seen}
 	if err := prepare(ctx, db, "resource queries", []statement{
 		{&q.scope, `SELECT COALESCE((SELECT max(seq) FROM resources WHERE workspace_id = $1), 0),
 			ARRAY(SELECT id FROM resources WHERE workspace_id = $1 AND is_active AND NOT is_guest ORDER BY id COLLATE "C"),
@@ -44,16 +51,30 @@ func NewResources(ctx context.Context, db *sqlx.DB) (*Resources, error) {
 	return &q, nil
 }
 
-// Cached returns the workspace's scope from memory if it is exact as of
-// position at, the last sequence of the workspace's resource events in the
-// log.
-func (q *Resources) Cached(workspaceID string, at uint64) (Scope, bool) {
-	return q.cached.get(workspaceID, at)
+// Mark is to be taken before the read of the last position of a
+// workspace's resources that Cached or Scope is then given (see Seen.Mark).
+func (q *Resources) Mark() uint64 {
+	if q.seen == nil {
+		return 0
+	}
+	return q.seen.Mark()
 }
 
-// Scope reads the workspace's scope from the read model, and remembers it
-// for Cached.
-func (q *Resources) Scope(ctx context.Context, workspaceID string) (Scope, error) {
+// Cached returns the workspace's scope from memory if it is exact as of
+// position at, the last sequence of the workspace's resource events in the
+// log, read after mark.
+func (q *Resources) Cached(workspaceID string, mark, at uint64) (Scope, bool) {
+	s, ok := q.cached.get(workspaceID, at)
+	if ok && (s.gen != mark || s.exactTo < at) {
+		s.gen, s.exactTo = mark, at
+		q.cached.put(workspaceID, at, s)
+	}
+	return s, ok
+}
+
+// Scope reads the workspace's scope from the read model, which has applied
+// position at, read after mark, and remembers it for Cached and Current.
+func (q *Resources) Scope(ctx context.Context, workspaceID string, mark, at uint64) (Scope, error) {
 	var s Scope
 	if err := q.scope.QueryRowxContext(ctx, workspaceID).Scan(&s.Seq, pq.Array(&s.IDs), pq.Array(&s.Countries)); err != nil {
 		return Scope{}, fmt.Errorf("resources in scope: %w", err)
@@ -62,8 +83,34 @@ func (q *Resources) Scope(ctx context.Context, workspaceID string) (Scope, error
 	for i, id := range s.IDs {
 		s.all[i] = HolidayResourceDto{ID: id}
 	}
+	// The read model had applied every event up to at, and s.Seq's too.
+	s.gen, s.exactTo = mark, max(at, s.Seq)
 	q.cached.put(workspaceID, s.Seq, s)
 	return s, nil
+}
+
+// seenWait bounds how long Current waits for this instance's own last
+// append to go past Seen: longer, and the long way is quicker.
+const seenWait = 2 * time.Millisecond
+
+// Current returns the workspace's scope from memory without asking the log
+// where its resources are, if it is exact as of the position up to which
+// this instance has seen the history stream, and that position, once it is
+// at least last (this instance's last append, which it waits for): a write
+// whose answer shows the scope expects the stream still there when it
+// appends (commands.RunAt), so that the log refuses it if anything came
+// after. Every event up to that position either was there when the scope
+// was read or went past Seen since, which would have told.
+func (q *Resources) Current(workspaceID string, last uint64) (Scope, uint64, bool) {
+	if q.seen == nil || !q.seen.reach(last, seenWait) {
+		return Scope{}, 0, false
+	}
+	s, ok := q.cached.latest(workspaceID)
+	if !ok {
+		return Scope{}, 0, false
+	}
+	at, ok := q.seen.unchanged(workspaceID, s.gen, s.exactTo)
+	return s, at, ok
 }
 
 // Applies lists the resources a holiday applies to, as the read model's

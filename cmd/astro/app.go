@@ -78,12 +78,16 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 	var runners []*projections.Runner
 	var sources []metrics.StatusSource
 	byName := map[string]*projections.Runner{}
+	seen := query.NewSeen() // the history stream as the holidays projector receives it
 	for _, reg := range projections.Registered() {
 		p, err := reg.New(ctx, db)
 		if err != nil {
 			return nil, err
 		}
 		runCfg := projections.RunnerConfig{Stream: evlog.Stream(reg.Kinds[0]), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name()), Tracer: tr}
+		if reg.Name == projections.HolidaysName {
+			runCfg.Watch = seen
+		}
 		r, err := projections.NewRunner(evlog.JetStream(), db, p, runCfg)
 		if err != nil {
 			return nil, err
@@ -111,7 +115,7 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		return nil, err
 	}
 	holidayCmds.LimitWorkspaces(holidayQueries, holidays.DefaultWorkspaceResourceDays, holidays.DefaultWorkspaceHolidayDays)
-	resourceQueries, err := query.NewResources(ctx, db)
+	resourceQueries, err := query.NewResources(ctx, db, seen)
 	if err != nil {
 		return nil, err
 	}

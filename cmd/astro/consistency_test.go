@@ -106,3 +106,38 @@ func TestPositionTokens(t *testing.T) {
 		t.Fatalf("unread %d, want 1", n)
 	}
 }
+
+// TestRenamesShowTheResourcesWrittenBeforeThem runs two instances on one
+// log and one database and changes the workspace's resources on either
+// right before renames on either: every rename's answer shows the
+// resources as they are, though the instance whose projector runs answers
+// from what that projector received, without asking the log.
+func TestRenamesShowTheResourcesWrittenBeforeThem(t *testing.T) {
+	a := startService(t)
+	env := maps.Clone(a.env)
+	env["ASTRO_DATA_DIR"] = t.TempDir()
+	b := startWithEnv(t, env)
+
+	alice := token(t, "alice", "w1")
+	upstream := token(t, "hr-sync", "w1", "resources:write")
+	h := a.createHoliday(alice, map[string]any{"reason": "Day 0", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"})
+	inScope := map[string]bool{}
+	instances := []*service{a, b}
+	for i := range 400 {
+		write := instances[i%2]
+		switch name := "r" + strconv.Itoa(i/4%25); i % 4 {
+		case 1: // in scope, or back in it
+			write.upsertResource(upstream, name, "GB", true, false)
+			inScope[name] = true
+		case 3: // out of it: a guest, or inactive
+			write.upsertResource(upstream, name, "GB", i%8 != 3, i%8 == 7)
+			delete(inScope, name)
+		}
+		var got holidayDto
+		rename := instances[i/2%2]
+		rename.call("PUT", "/api/data/holidays/"+h.ID, alice, map[string]any{"reason": fmt.Sprint("Day ", i)}).want(t, 200).decode(t, &got)
+		if len(got.Resources) != len(inScope) {
+			t.Fatalf("rename %d: %d resources in its answer, want %d", i, len(got.Resources), len(inScope))
+		}
+	}
+}

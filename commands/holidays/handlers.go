@@ -92,6 +92,10 @@ type Rename struct {
 	Caller    commands.Caller
 	HolidayID string
 	Reason    *string // nil when the body had no reason
+	// LogAt, when not 0, is the position up to which the caller has seen
+	// the history stream: the rename appends only if the stream is still
+	// there, and answers events.ErrLogMoved otherwise (commands.RunAt).
+	LogAt uint64
 }
 
 // RenameHandler handles Rename.
@@ -114,7 +118,7 @@ func (h RenameHandler) Handle(ctx context.Context, cmd Rename) (Holiday, command
 	}
 	id := strings.ToLower(cmd.HolidayID)
 	var renamed Holiday
-	res, err := commands.Run(ctx, h.holidays, cmd.Caller, holidayAggregate(id), h.now().UTC(), func(hol *Holiday) ([]events.Payload, error) {
+	res, err := commands.RunAt(ctx, h.holidays, cmd.Caller, holidayAggregate(id), cmd.LogAt, h.now().UTC(), func(hol *Holiday) ([]events.Payload, error) {
 		ps, err := hol.Rename(id, reason)
 		renamed = *hol
 		renamed.Reason = reason

@@ -1,6 +1,7 @@
 package notifications
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -207,12 +208,17 @@ func (c *Compactor) compact(ctx context.Context, workspace, recipient string) (C
 	}
 	// The compaction is the parts of the last one appended: a race lost
 	// after a first part (another instance's write between two parts)
-	// leaves that part behind, before the compaction decided again.
+	// leaves that part behind, before the compaction decided again. A part
+	// an earlier attempt of the append got in (answered "duplicate" when
+	// its ack was lost) is in Earlier, and as much a part.
+	parts := slices.Concat(res.Earlier, res.Events)
+	slices.SortFunc(parts, func(a, b events.Event) int { return cmp.Compare(a.Seq, b.Seq) })
 	var (
-		out  Compacted
-		last string
+		out   Compacted
+		last  string
+		first int // the part number of the earliest part found
 	)
-	for _, e := range slices.Backward(res.Events) {
+	for _, e := range slices.Backward(parts) {
 		p, err := events.Decode(e)
 		if err != nil {
 			return Compacted{}, fmt.Errorf("compact %s: %w", subject, err)
@@ -227,9 +233,15 @@ func (c *Compactor) compact(ctx context.Context, workspace, recipient string) (C
 		out.Parts++
 		out.Pending += len(part.Notifications)
 		out.Seq = e.Seq
+		first = part.Part
 	}
 	if out.Parts == 0 {
 		return Compacted{}, fmt.Errorf("compact %s: nothing appended", subject)
+	}
+	if first != 1 {
+		// Cutting at a later part would erase the first, which alone
+		// restates the pending notifications' ids.
+		return Compacted{}, fmt.Errorf("compact %s: its first part is not among what it appended", subject)
 	}
 	overwrite, err := c.overwrites(ctx, subject)
 	if err != nil {

@@ -271,6 +271,57 @@ func TestCompactionAfterARaceBetweenItsParts(t *testing.T) {
 	}
 }
 
+// firstPartDuplicate is a log whose first compaction part is stored and
+// then answered "duplicate": what a replicated (R3) stream answers a
+// publish retried after its ack was lost, since it checks Nats-Msg-Id
+// before the expected subject sequence.
+type firstPartDuplicate struct {
+	*natslog.Log
+	done bool
+}
+
+func (l *firstPartDuplicate) Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+	seq, err := l.Log.Append(ctx, subject, expected, e)
+	if err == nil && e.Type == (events.InboxCompacted{}).EventType() && !l.done {
+		l.done = true
+		return seq, fmt.Errorf("append to %s: %w", subject, events.ErrAlreadyAppended)
+	}
+	return seq, err
+}
+
+// A compaction whose first part was answered "duplicate" (its ack lost,
+// then retried) is still cut at that part: what the log keeps rebuilds the
+// whole inbox.
+func TestCompactionWhoseFirstPartWasADuplicate(t *testing.T) {
+	f := newLogFixture(t, 2<<10) // small parts: a compaction of several events
+	for i := range 30 {
+		f.send(t, "alice", fmt.Sprintf("message %d", i))
+	}
+	dup := &firstPartDuplicate{Log: f.log}
+	store, err := commands.NewStore(dup, f.log.Snapshots(), NewInbox, commands.StoreConfig{Name: SnapshotName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := NewCompactor(store, dup, f.log, f.log.ErasureLedger(), time.Now, CompactorConfig{PartBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := comp.Compact(t.Context(), "w1", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dup.done {
+		t.Fatal("no compaction part was answered duplicate")
+	}
+	left := f.history(t, "alice")
+	if len(left) == 0 || len(left) != res.Parts || left[0].Seq != res.Seq || res.Pending != 30 {
+		t.Fatalf("receipt %+v, %d events left in the log; want a compaction of 30 pending, cut at its first part", res, len(left))
+	}
+	if got := fold(t, left); len(got) != 30 {
+		t.Fatalf("the log left rebuilds %d pending, want 30", len(got))
+	}
+}
+
 // publisher puts inbox events in the log directly, without waiting for
 // each append, as many senders at once would: far faster than commands,
 // for histories of a size no test could send one by one.

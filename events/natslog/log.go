@@ -151,6 +151,14 @@ type Log struct {
 	last    *rounds.Group[uint64] // LastSeq's direct gets, shared by concurrent callers
 
 	syncedHistory, syncedInboxes atomic.Uint64 // see synced
+	historyAppends, inboxAppends appends       // see Settled
+}
+
+// appends are this instance's appends to one stream: how many are under
+// way, and the last position one got.
+type appends struct {
+	under atomic.Int64
+	last  atomic.Uint64
 }
 
 func newLog(cfg Config, nc *nats.Conn, js jetstream.JetStream) *Log {
@@ -404,6 +412,23 @@ func (l *Log) synced(subject string) *atomic.Uint64 {
 	return &l.syncedHistory
 }
 
+// appends are the appends of kind's events (their stream's).
+func (l *Log) appends(kind string) *appends {
+	if kind == events.KindInbox {
+		return &l.inboxAppends
+	}
+	return &l.historyAppends
+}
+
+// Settled returns the last position this instance's appends of kind's
+// events got in their stream, and whether none is under way: when none
+// is, and nothing else writes, it is the stream's last position, which
+// AppendAt can expect.
+func (l *Log) Settled(kind string) (last uint64, ok bool) {
+	ap := l.appends(kind)
+	return ap.last.Load(), ap.under.Load() == 0
+}
+
 // raise sets v to seq unless it is already past it.
 func raise(v *atomic.Uint64, seq uint64) {
 	for {
@@ -418,6 +443,16 @@ func raise(v *atomic.Uint64, seq uint64) {
 // command's events is a valid history (commands.Decide) and JetStream's
 // atomic batches cost hundreds of single appends on a file stream.
 func (l *Log) Append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+	return l.AppendAt(ctx, subject, expected, 0, e)
+}
+
+// AppendAt is Append on one more condition, when at is not 0: that the
+// last position of subject's stream is still at. It appends nothing and
+// answers events.ErrLogMoved when it is not (or when subject moved past
+// expected: the log does not say which), so that a caller that knows the
+// stream up to at, as Settled and what its consumers saw tell it, knows
+// the stream up to its own event.
+func (l *Log) AppendAt(ctx context.Context, subject string, expected, at uint64, e events.Event) (uint64, error) {
 	start := time.Now()
 	var span trace.Span
 	if l.cfg.Tracer != nil {
@@ -425,7 +460,7 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, e eve
 			trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", subject),
 				attribute.String("cloudevents.event_type", e.Type)))
 	}
-	seq, err := l.append(ctx, subject, expected, e)
+	seq, err := l.append(ctx, subject, expected, at, e)
 	if l.cfg.Sync != nil && (err == nil || errors.Is(err, events.ErrAlreadyAppended)) {
 		// A duplicate is synced too: the attempt that stored it may not
 		// have been answered yet.
@@ -447,7 +482,7 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, e eve
 	return seq, err
 }
 
-func (l *Log) append(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, error) {
+func (l *Log) append(ctx context.Context, subject string, expected, at uint64, e events.Event) (uint64, error) {
 	if s := events.Subject(e.WorkspaceID, e.Aggregate); s != subject {
 		return 0, fmt.Errorf("append: event for %s in an append to %s", s, subject)
 	}
@@ -456,6 +491,12 @@ func (l *Log) append(ctx context.Context, subject string, expected uint64, e eve
 		injectTrace(ctx, msg.Header)
 	}
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+	if at != 0 {
+		msg.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(at, 10))
+	}
+	ap := l.appends(e.Aggregate.Kind)
+	ap.under.Add(1)
+	defer ap.under.Add(-1)
 
 	retryCtx, cancel := context.WithTimeout(ctx, l.cfg.RetryFor)
 	defer cancel()
@@ -464,6 +505,7 @@ func (l *Log) append(ctx context.Context, subject string, expected uint64, e eve
 		last, err := l.publish(retryCtx, msg)
 		switch {
 		case err == nil:
+			raise(&ap.last, last)
 			return last, nil
 		case errors.Is(err, errDuplicate):
 			return last, fmt.Errorf("append to %s: %w", subject, events.ErrAlreadyAppended)
@@ -475,6 +517,9 @@ func (l *Log) append(ctx context.Context, subject string, expected uint64, e eve
 				return 0, ferr
 			} else if ok {
 				return seq, nil
+			}
+			if at != 0 {
+				return 0, fmt.Errorf("append to %s after %d at %d: %w", subject, expected, at, events.ErrLogMoved)
 			}
 			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, events.ErrConflict)
 		case !Transient(err):

@@ -451,3 +451,59 @@ func TestReadsOfWhatIsGoneFailAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// An append at a stream position goes in only while the stream is there,
+// whichever subject moved it; refused, it leaves nothing. Settled knows
+// where this instance's own appends left the stream.
+func TestAppendAtAPosition(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	h1 := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h1"})
+	h2 := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "h2"})
+	if last, ok := l.Settled(events.KindHoliday); last != 0 || !ok {
+		t.Fatalf("Settled before any append: %d %v, want 0 true", last, ok)
+	}
+	seq1, err := l.Append(ctx, h1, 0, renamed(t, "e1", "h1", "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, ok := l.Settled(events.KindHoliday); last != seq1 || !ok {
+		t.Fatalf("Settled after an append: %d %v, want %d true", last, ok, seq1)
+	}
+	seq2, err := l.AppendAt(ctx, h1, seq1, seq1, renamed(t, "e2", "h1", "b", "c"))
+	if err != nil || seq2 != seq1+1 {
+		t.Fatalf("append at the stream's position: %d, %v", seq2, err)
+	}
+	// Another aggregate moves the stream: an append at the old position is
+	// refused even though its own subject is where it expects.
+	seq3, err := l.Append(ctx, h2, 0, renamed(t, "x1", "h2", "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		expected, at uint64
+		want         error
+	}{
+		{"the stream moved on", seq2, seq2, events.ErrLogMoved},
+		{"the subject moved on too", seq1, seq2, events.ErrLogMoved},
+		{"the subject moved on, no position", seq1, 0, events.ErrConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := l.AppendAt(ctx, h1, tc.expected, tc.at, renamed(t, "e3", "h1", "c", "d"))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if last, err := l.LastSeq(ctx, h1); err != nil || last != seq2 {
+		t.Fatalf("h1's last event at %d (%v), want %d: a refused append must leave nothing", last, err, seq2)
+	}
+	if seq, err := l.AppendAt(ctx, h1, seq2, seq3, renamed(t, "e3", "h1", "c", "d")); err != nil || seq != seq3+1 {
+		t.Fatalf("append at the stream's new position: %d, %v", seq, err)
+	}
+	// The inbox stream has its own positions.
+	if last, ok := l.Settled(events.KindInbox); last != 0 || !ok {
+		t.Fatalf("Settled of the inboxes: %d %v, want 0 true", last, ok)
+	}
+}
