@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -282,6 +283,27 @@ func TestIntegrationName(t *testing.T) {
 			}
 			if !utf8.ValidString(got) {
 				t.Errorf("IntegrationName(%q) = %q: not valid UTF-8", c.in, got)
+			}
+		})
+	}
+}
+
+// TestErasureFailed: an erasure the log or the database failed answers 503
+// to retry, not 500; a refusal keeps its code, and an event no build can
+// read stays a 500.
+func TestErasureFailed(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"log unreachable", errors.New("append to astro.events.w1.workspace.w1: nats: timeout"), http.StatusServiceUnavailable},
+		{"refused", commands.Errorf(commands.EForbidden, "no"), http.StatusForbidden},
+		{"unreadable event", fmt.Errorf("read: %w", events.ErrMalformed), http.StatusInternalServerError},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got, _ := ErrorEnvelope(erasureFailed(c.err), "r1"); got != c.want {
+				t.Errorf("HTTP %d, want %d", got, c.want)
 			}
 		})
 	}
