@@ -144,6 +144,12 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	switch ctxErr := r.Context().Err(); {
 	case errors.Is(context.Cause(r.Context()), ErrCutOff):
 		log.Warn("request cut off", "method", r.Method, "path", r.URL.Path, "request_id", reqID, "err", err)
+		// Not even the empty 200 net/http sends for a handler that wrote
+		// nothing, which a client would take for the answer: the
+		// connection closes, and the client knows it has none.
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
 		return
 	case errors.Is(ctxErr, context.Canceled) && !errors.Is(err, errBodyTimeout):
 		// net/http cancels a request's context when its client goes away:

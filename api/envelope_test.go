@@ -136,3 +136,31 @@ func TestAnswersCarryTheirLength(t *testing.T) {
 		})
 	}
 }
+
+// TestACutOffRequestGetsNoAnswer: a request cut off at shutdown closes its
+// connection, rather than leave net/http to send the empty 200 of a
+// handler that wrote nothing, which a client would take for its answer;
+// through the idempotency recorder too.
+func TestACutOffRequestGetsNoAnswer(t *testing.T) {
+	for _, wrap := range []struct {
+		name string
+		w    func(http.ResponseWriter) http.ResponseWriter
+	}{
+		{"plain", func(w http.ResponseWriter) http.ResponseWriter { return w }},
+		{"recorded", func(w http.ResponseWriter) http.ResponseWriter { return &recorder{ResponseWriter: w} }},
+	} {
+		t.Run(wrap.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx, cancel := context.WithCancelCause(r.Context())
+				cancel(ErrCutOff)
+				writeError(wrap.w(w), r.WithContext(ctx), nil, errors.New("cancelled"))
+			}))
+			defer srv.Close()
+			resp, err := srv.Client().Get(srv.URL)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("answered %d, want the connection closed", resp.StatusCode)
+			}
+		})
+	}
+}

@@ -119,6 +119,9 @@ type recorder struct {
 	body   bytes.Buffer
 }
 
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func (r *recorder) WriteHeader(status int) {
 	r.status = status
 	r.ResponseWriter.WriteHeader(status)

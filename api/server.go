@@ -225,7 +225,6 @@ func (s *Server) routes() {
 	s.erasureRoutes()
 }
 
-// ServeHTTP implements http.Handler.
 // spanMethod is r's method as a span names it: one HTTP defines, or
 // _OTHER, as OpenTelemetry's HTTP conventions say.
 func spanMethod(m string) string {
@@ -250,6 +249,7 @@ func clipPath(path string) string {
 	return path[:cut]
 }
 
+// ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Metrics == nil && s.cfg.Tracer == nil {
 		s.serve(w, r)
