@@ -225,7 +225,9 @@ func resourceScope(h string) string {
 // holidays of 1,000 resources over 366 days are 7,320 day counts instead
 // of 7.3 million rows; a page then expands the few days it shows. The
 // counts are exact (the same scope), so the cut never drops a row the
-// page needs; 'infinity' (fewer than n rows in all) cuts nothing.
+// page needs; 'infinity' (fewer than n rows in all) cuts nothing. A
+// holiday without an end (an older Astro stored some) has no days, as in
+// days, where the bound of the series is NULL; LEAST would give it some.
 func resourcesUpTo(n int) string {
 	return `SELECT h.id, h.date_from + n AS day, s.resource_id COLLATE "C" AS resource_id
 				FROM holidays h
@@ -243,7 +245,7 @@ func resourcesUpTo(n int) string {
 				) AS cutoff
 				CROSS JOIN LATERAL (` + resourceScope("h") + `) AS s (resource_id)
 				CROSS JOIN LATERAL generate_series(0, LEAST(h.date_to, cutoff.day) - h.date_from) AS n
-				WHERE h.workspace_id = $1 AND h.date_from <= cutoff.day`
+				WHERE h.workspace_id = $1 AND h.date_from <= cutoff.day AND h.date_to IS NOT NULL`
 }
 
 // countryValues is a VALUES list of every country's alpha-2 code, numeric
