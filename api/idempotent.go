@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,9 +47,12 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	// The answer depends on who asks and how, not only on what: a retry
-	// with fewer privileges or another body type is another request.
+	// with fewer privileges or another body type is another request. The
+	// privileges are a set: a token refreshed meanwhile may list them in
+	// another order.
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body, mediaType, strings.Join(c.Scopes, " "))
+	scopes := slices.Compact(slices.Sorted(slices.Values(c.Scopes)))
+	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body, mediaType, strings.Join(scopes, " "))
 	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, key), request)
 	switch {
 	case err != nil:

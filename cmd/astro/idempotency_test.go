@@ -34,6 +34,13 @@ func TestIdempotencyKey(t *testing.T) {
 	if n := len(s.logEvents(t, "NotificationSent")); n != 1 {
 		t.Fatalf("%d NotificationSent after a retried send, want 1", n)
 	}
+	// A token refreshed meanwhile, its privileges in another order, asks
+	// the same: a replay, not 422.
+	refreshed := token(t, "svc-tasks", "w1", "resources:write", "notifications:send")
+	s.call("POST", sendPath, token(t, "svc-tasks", "w1", "notifications:send", "resources:write"), body, "Idempotency-Key", "send-2").want(t, 200)
+	if r := s.call("POST", sendPath, refreshed, body, "Idempotency-Key", "send-2").want(t, 200); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("a retry with the same privileges in another order was not a replay")
+	}
 	other := map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "task", "subject": "changed"}
 	s.call("POST", sendPath, svc, other, "Idempotency-Key", "send-1").want(t, 422)
 	// Keys belong to their caller: another user may use the same key.
