@@ -7,9 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -47,12 +45,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	// The answer depends on who asks and how, not only on what: a retry
-	// with fewer privileges or another body type is another request. The
-	// privileges are a set: a token refreshed meanwhile may list them in
-	// another order.
+	// with fewer privileges or another body type is another request.
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	scopes := slices.Compact(slices.Sorted(slices.Values(c.Scopes)))
-	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body, mediaType, strings.Join(scopes, " "))
+	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body, mediaType, idempotency.Privileges(c.Scopes))
 	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, key), request)
 	switch {
 	case err != nil:

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -200,6 +201,12 @@ func openBody(a cipher.AEAD, sealed []byte) ([]byte, error) {
 func Key(workspaceID, userID, key string) string {
 	h := sha256.Sum256([]byte(workspaceID + "\x00" + userID + "\x00" + key))
 	return hex.EncodeToString(h[:])
+}
+
+// Privileges is the caller's privileges as a request hash takes them: a
+// set, since a token refreshed meanwhile may list them in another order.
+func Privileges(scopes []string) string {
+	return strings.Join(slices.Compact(slices.Sorted(slices.Values(scopes))), " ")
 }
 
 // RequestHash identifies a request: method, path and body, and whatever

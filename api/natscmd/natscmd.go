@@ -192,7 +192,7 @@ func (s *Server) claim(ctx context.Context, m *nats.Msg, c commands.Caller) (*id
 	if err := api.CheckIdempotencyKey(c.IdempotencyKey); err != nil {
 		return nil, nil, err
 	}
-	request := idempotency.RequestHash("NATS", m.Subject, m.Data, strings.Join(c.Scopes, " "))
+	request := idempotency.RequestHash("NATS", m.Subject, m.Data, idempotency.Privileges(c.Scopes))
 	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, c.IdempotencyKey), request)
 	if err != nil {
 		return nil, nil, api.IdempotencyError(err)
