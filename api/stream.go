@@ -336,9 +336,10 @@ func (p streamFrom) snapshot(first uint64) bool {
 }
 
 // streamFirst is the position of the oldest event the log holds of the
-// inbox, which decides whether the client's position is resumed from. It
-// refuses a position past the log's end: that cannot come from this
-// stream.
+// inbox, which decides whether the client's position is resumed from. A
+// position it would resume from past the log's end is refused: that cannot
+// come from this stream. (One it would not resume from gets a snapshot,
+// from which the client starts afresh whatever it sent.)
 func (s *Server) streamFirst(ctx context.Context, subject string, from streamFrom) (uint64, error) {
 	first, err := s.cfg.InboxLog.FirstSeq(ctx, subject)
 	if err != nil {
