@@ -90,7 +90,23 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 	}); err != nil {
 		return 0, 0, err
 	}
+	// Parking one event twice keeps one copy only within the log's
+	// duplicate window; a batch retried past it (the database down for
+	// longer) parks another. A second copy is never applied: it is unparked,
+	// or left beside the first if that one is still parked.
+	seen := map[uint64]bool{} // event sequences met, true once applied
 	for _, p := range parked {
+		if appliedBefore, ok := seen[p.Seq]; ok {
+			if appliedBefore {
+				if err := r.cfg.Parking.Unpark(ctx, p.ParkSeq); err != nil {
+					return applied, len(parked) - applied, err
+				}
+			} else {
+				left++
+			}
+			continue
+		}
+		seen[p.Seq] = false
 		e, err := p.Event()
 		if err == nil {
 			err = r.applyOne(ctx, e)
@@ -106,6 +122,7 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 		if err := r.cfg.Parking.Unpark(ctx, p.ParkSeq); err != nil {
 			return applied, len(parked) - applied, err
 		}
+		seen[p.Seq] = true
 		applied++
 	}
 	return applied, left, nil

@@ -80,7 +80,21 @@ func TestPoisonEventsAreParkedAndRedriven(t *testing.T) {
 		t.Fatalf("listed %d parked events (%v): %v", len(reasons), err, reasons)
 	}
 
-	// After the fix, a redrive applies what can be applied now.
+	// The buggy event parked a second time, past the log's duplicate window
+	// (a batch retried while the database was down longer): a copy under
+	// another message id.
+	var again *nats.Msg
+	f.log.ListParked(ctx, "notifications", func(p natslog.Parked) error {
+		if p.Seq == buggy {
+			again = nats.NewMsg(natslog.ParkedSubject("notifications"))
+			again.Header, again.Data = p.Header, p.Data
+			again.Header.Set(nats.MsgIdHdr, "parked again")
+		}
+		return nil
+	})
+	publish(again)
+
+	// After the fix, a redrive applies what can be applied now, once.
 	p.refuse.Store(0)
 	resp, err := nc.Request(projections.RedriveSubject("notifications"), nil, 30*time.Second)
 	if err != nil {

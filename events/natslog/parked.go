@@ -42,7 +42,8 @@ type Parked struct {
 func (p Parked) Event() (events.Event, error) { return Decode(p.Subject, p.Header, p.Data, p.Seq) }
 
 // Park keeps a message of the event stream that projector could not apply.
-// Parking the same event twice keeps it once. It returns once the park is
+// Parking the same event twice keeps it once within the duplicate window
+// (a redrive applies one copy of any kept twice). It returns once the park is
 // as durable as an append (Config.Sync): the projector's checkpoint then
 // moves past the event, and a park lost in a power loss would lose it.
 func (l *Log) Park(ctx context.Context, projector, subject string, h nats.Header, data []byte, seq uint64, reason string) error {
