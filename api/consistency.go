@@ -32,6 +32,9 @@ type Positions interface {
 	// Settled is the last position this instance's appends of kind's
 	// events got, and whether none is under way.
 	Settled(kind string) (last uint64, ok bool)
+	// After reports whether the stream of kind's events holds an event
+	// after position seq.
+	After(ctx context.Context, kind string, seq uint64) (bool, error)
 }
 
 func setPosition(w http.ResponseWriter, seq uint64) {

@@ -65,7 +65,7 @@ func TestRebuildBesideTheLiveModelSwitchesWhenTheyAgree(t *testing.T) {
 	db := migrated(t)
 	ctx := context.Background()
 	// Queries prepared before the switch must read the new tables after it.
-	q, err := query.NewNotifications(ctx, db)
+	q, err := query.NewNotifications(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestRebuildBesideTheLiveModelSwitchesWhenTheyAgree(t *testing.T) {
 	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
 		t.Fatalf("read model after the switch differs from a fresh projection:\n%s\n%s", got, want)
 	}
-	c, err := q.Counts(ctx, "w1", "u0")
+	c, err := q.Counts(ctx, "w1", "u0", 0, 0)
 	var total int
 	if err2 := db.Get(&total, `SELECT count(*) FROM notifications WHERE workspace_id = 'w1' AND recipient_id = 'u0'`); err != nil || err2 != nil || c.Total != total {
 		t.Fatalf("query prepared before the switch: %+v (%v), table holds %d (%v)", c, err, total, err2)

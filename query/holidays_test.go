@@ -511,7 +511,7 @@ func TestHolidayListErrors(t *testing.T) {
 // past after the scope was read.
 func TestScopeAsSeen(t *testing.T) {
 	h := newHolidayEnv(t)
-	seen := query.NewSeen()
+	seen := query.NewScopesSeen()
 	q, err := query.NewResources(t.Context(), h.db, seen)
 	if err != nil {
 		t.Fatal(err)

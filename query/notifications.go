@@ -10,6 +10,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"astro/events"
 )
 
 // PageSize is the most notifications one Retrieve returns.
@@ -62,6 +64,10 @@ type NotificationFilter struct {
 type Counts struct {
 	Total, Unread int
 	Seq           uint64
+	// gen and exactTo say what they are exact for, for Current: every event
+	// of the inbox up to position exactTo, and those after it that go past
+	// Seen in generation gen.
+	gen, exactTo uint64
 }
 
 // Notifications reads the notifications read model.
@@ -71,11 +77,13 @@ type Notifications struct {
 	// read thing there is, and a user's counts change only with their
 	// inbox's events.
 	cached *posCache[Counts]
+	seen   *Seen // nil: Current knows nothing
 }
 
-// NewNotifications prepares the statements.
-func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) {
-	q := Notifications{cached: newPosCache[Counts](1 << 16)}
+// NewNotifications prepares the statements. seen, when not nil, is what the
+// notifications projector of this instance receives, for Current.
+func NewNotifications(ctx context.Context, db *sqlx.DB, seen *Seen) (*Notifications, error) {
+	q := Notifications{cached: newPosCache[Counts](1 << 16), seen: seen}
 	if err := prepare(ctx, db, "notification queries", []statement{
 		// The page and the user's counts in one statement, so one snapshot:
 		// totalCount is never from a moment other than the items'. The
@@ -103,20 +111,57 @@ func NewNotifications(ctx context.Context, db *sqlx.DB) (*Notifications, error) 
 
 // CachedCounts returns a user's counts from memory if they are exact as of
 // inbox position at, the last sequence of the user's inbox in the log.
-func (q *Notifications) CachedCounts(workspaceID, userID string, at uint64) (Counts, bool) {
-	return q.cached.get(inboxKey(workspaceID, userID), at)
+// That position was read after mark (see Mark).
+func (q *Notifications) CachedCounts(workspaceID, userID string, mark, at uint64) (Counts, bool) {
+	key := inboxKey(workspaceID, userID)
+	c, ok := q.cached.get(key, at)
+	if ok && (c.gen != mark || c.exactTo < at) {
+		c.gen, c.exactTo = mark, at
+		q.cached.put(key, at, c)
+	}
+	return c, ok
 }
 
-// Counts reads a user's counts from the read model, and remembers them for
-// CachedCounts.
-func (q *Notifications) Counts(ctx context.Context, workspaceID, userID string) (Counts, error) {
+// Mark is to be taken before the read of the last position of an inbox
+// that CachedCounts or Counts is then given (see Seen.Mark).
+func (q *Notifications) Mark() uint64 {
+	if q.seen == nil {
+		return 0
+	}
+	return q.seen.Mark()
+}
+
+// Counts reads a user's counts from the read model, which has applied the
+// inbox's position at, read after mark, and remembers them for
+// CachedCounts and Current.
+func (q *Notifications) Counts(ctx context.Context, workspaceID, userID string, mark, at uint64) (Counts, error) {
 	var c Counts
 	err := q.counts.QueryRowxContext(ctx, workspaceID, userID).Scan(&c.Total, &c.Unread, &c.Seq)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Counts{}, fmt.Errorf("count notifications: %w", err)
 	}
+	c.gen, c.exactTo = mark, max(at, c.Seq)
 	q.remember(workspaceID, userID, c)
 	return c, nil
+}
+
+// Current returns a user's counts from memory without asking the log where
+// their inbox is, if they are exact as of the position up to which this
+// instance has seen the inbox stream, and that position. The caller must
+// then make sure the log holds nothing after it (natslog.Log.After): every
+// event up to it either was there when the counts were read or went past
+// Seen since, which would have told.
+func (q *Notifications) Current(workspaceID, userID string) (Counts, uint64, bool) {
+	if q.seen == nil {
+		return Counts{}, 0, false
+	}
+	c, ok := q.cached.latest(inboxKey(workspaceID, userID))
+	if !ok {
+		return Counts{}, 0, false
+	}
+	subject := events.Subject(workspaceID, events.Aggregate{Kind: events.KindInbox, ID: userID})
+	at, ok := q.seen.unchanged(subject, c.gen, c.exactTo)
+	return c, at, ok
 }
 
 // remember keeps a user's counts for CachedCounts, as of their position.
@@ -165,7 +210,7 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 	}
 	if len(items) == 0 {
 		// No row to carry the counts: an empty page has no moment to agree with.
-		if c, err = q.Counts(ctx, workspaceID, userID); err != nil {
+		if c, err = q.Counts(ctx, workspaceID, userID, 0, 0); err != nil {
 			return NotificationResponseDto{}, err
 		}
 	} else {

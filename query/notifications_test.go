@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"astro/events"
 	"astro/projections"
 	"astro/projections/pgtest"
 	"astro/query"
@@ -28,7 +29,7 @@ func TestPageReadDuringARebuildSwitch(t *testing.T) {
 		CREATE TABLE build.notification_counts (LIKE public.notification_counts INCLUDING ALL);`); err != nil {
 		t.Fatal(err)
 	}
-	q, err := query.NewNotifications(ctx, db)
+	q, err := query.NewNotifications(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,4 +163,69 @@ func TestCompactionsDue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A user's counts come from memory, at the position up to which the inbox
+// stream went past, for as long as nothing of the user's inbox went past
+// after they were read.
+func TestCountsAsSeen(t *testing.T) {
+	db := pgtest.Open(t)
+	ctx := t.Context()
+	if err := projections.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	seen := query.NewInboxesSeen()
+	q, err := query.NewNotifications(ctx, db, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := seen.Started(0, 0)
+	delivered := uint64(0)
+	deliver := func(user string, seq uint64) {
+		delivered++
+		seen.Delivered(gen, events.Subject("ws", events.Aggregate{Kind: events.KindInbox, ID: user}), seq, delivered, true)
+	}
+	count := func(unread int, seq uint64) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, `INSERT INTO notification_counts (workspace_id, recipient_id, total, unread, seq) VALUES ('ws','u',$1,$1,$2)
+			ON CONFLICT (workspace_id, recipient_id) DO UPDATE SET total = $1, unread = $1, seq = $2`, unread, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := func(name string, wantUnread int, wantAt uint64) {
+		t.Helper()
+		c, at, ok := q.Current("ws", "u")
+		if wantUnread < 0 {
+			if ok {
+				t.Fatalf("%s: %d unread at %d from memory, want none", name, c.Unread, at)
+			}
+			return
+		}
+		if !ok || c.Unread != wantUnread || at != wantAt {
+			t.Fatalf("%s: %d unread at %d (%v), want %d at %d", name, c.Unread, at, ok, wantUnread, wantAt)
+		}
+	}
+
+	deliver("u", 1)
+	count(1, 1)
+	current("never read", -1, 0)
+	if _, err := q.Counts(ctx, "ws", "u", q.Mark(), 1); err != nil {
+		t.Fatal(err)
+	}
+	current("read", 1, 1)
+	deliver("v", 2)
+	current("another user's event went past", 1, 2)
+	deliver("u", 3)
+	count(2, 3)
+	current("its own event went past", -1, 0)
+	mark := q.Mark()
+	if _, ok := q.CachedCounts("ws", "u", mark, 3); ok {
+		t.Fatal("counts cached at a position they were never read at")
+	}
+	if _, err := q.Counts(ctx, "ws", "u", mark, 3); err != nil {
+		t.Fatal(err)
+	}
+	current("read again", 2, 3)
+	seen.Stopped()
+	current("deliveries stopped", -1, 0)
 }

@@ -8,31 +8,51 @@ import (
 	"astro/events"
 )
 
-// Seen is what this instance has seen of the history stream as its
-// holidays projector receives it, before it applies it: the position up to
-// which every event went past, and, per workspace, the last position at
-// which its scope changed (a resource's event, or its erasure). It lets a
-// rename answer with the resources in scope from memory, without asking the
-// log for their last position: the rename's append then expects the log to
-// be where Seen is, and the log refuses it if anything came after (see
-// Resources.Current).
+// Seen is what this instance has seen of an event stream as one of its
+// projectors receives it, before it applies it: the position up to which
+// every event went past, and, per key, the last position at which
+// something of the key changed. Of the history stream (NewScopesSeen), the
+// key is a workspace, changed by its resources' events and its erasure: a
+// rename answers with the resources in scope from memory, without asking
+// the log for their last position, and its append expects the log to be
+// where Seen is, so the log refuses it if anything came after
+// (Resources.Current). Of the inbox stream (NewInboxesSeen), the key is an
+// inbox: an unread count comes from memory once the log says it holds
+// nothing after where Seen is (Notifications.Current).
 //
-// Workspaces share changedAt's slots by hash: a collision sends a rename
-// the long way, never to a wrong answer.
+// Keys share changedAt's slots by hash: a collision sends a request the
+// long way, never to a wrong answer.
 type Seen struct {
 	seed maphash.Seed
+	key  func(subject string) (string, bool) // what an event on subject changes
 
 	mu        sync.Mutex
 	gen       uint64 // a new one each time what went past stops being complete
 	delivered uint64 // the consumer's sequence of the last first delivery
 	known     bool   // whether upTo is
 	upTo      uint64 // every event up to it went past in this generation
-	changedAt [4096]uint64
+	changedAt []uint64
 	moved     chan struct{} // closed when upTo moves, if someone waits for it
 }
 
-// NewSeen returns a Seen that has seen nothing.
-func NewSeen() *Seen { return &Seen{seed: maphash.MakeSeed()} }
+// NewScopesSeen returns a Seen of the history stream that has seen nothing,
+// keyed by the workspaces whose resources in scope an event changes.
+func NewScopesSeen() *Seen {
+	return newSeen(1<<12, func(subject string) (string, bool) {
+		ws, a, err := events.ParseSubject(subject)
+		return ws, err == nil && (a.Kind == events.KindResource || a.Kind == events.KindWorkspace)
+	})
+}
+
+// NewInboxesSeen returns a Seen of the inbox stream that has seen nothing,
+// keyed by inbox subject.
+func NewInboxesSeen() *Seen {
+	return newSeen(1<<16, func(subject string) (string, bool) { return subject, true })
+}
+
+func newSeen(slots int, key func(string) (string, bool)) *Seen {
+	return &Seen{seed: maphash.MakeSeed(), key: key, changedAt: make([]uint64, slots)}
+}
 
 // Mark is the generation of what went past. Taken before a read of the
 // last position of a workspace's resources: every event after that
@@ -80,8 +100,8 @@ func (s *Seen) Delivered(gen uint64, subject string, seq, dseq uint64, first boo
 		}
 		s.delivered = dseq
 	}
-	if ws, a, err := events.ParseSubject(subject); err == nil && (a.Kind == events.KindResource || a.Kind == events.KindWorkspace) {
-		slot := &s.changedAt[s.slot(ws)]
+	if k, ok := s.key(subject); ok {
+		slot := &s.changedAt[s.slot(k)]
 		*slot = max(*slot, seq)
 	}
 	if s.known && seq > s.upTo {
@@ -125,17 +145,25 @@ func (s *Seen) reach(pos uint64, wait time.Duration) bool {
 }
 
 // unchanged returns the position up to which every event went past, if it
-// is known, the generation is still gen, and no event of workspace ws's
-// scope (or of one sharing its slot) went past after position pos.
-func (s *Seen) unchanged(ws string, gen, pos uint64) (upTo uint64, ok bool) {
+// is known, the generation is still gen, and no event of key (or of one
+// sharing its slot) went past after position pos.
+func (s *Seen) unchanged(key string, gen, pos uint64) (upTo uint64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gen != s.gen || !s.known || s.changedAt[s.slot(ws)] > pos {
+	if gen != s.gen || !s.known || s.changedAt[s.slot(key)] > pos {
 		return 0, false
 	}
 	return s.upTo, true
 }
 
-func (s *Seen) slot(ws string) uint64 {
-	return maphash.String(s.seed, ws) % uint64(len(s.changedAt))
+// at returns the position up to which every event went past, and its
+// generation, if known.
+func (s *Seen) at() (upTo, gen uint64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.upTo, s.gen, s.known
+}
+
+func (s *Seen) slot(key string) uint64 {
+	return maphash.String(s.seed, key) % uint64(len(s.changedAt))
 }

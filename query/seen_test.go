@@ -77,7 +77,7 @@ func TestSeen(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewSeen()
+			s := NewScopesSeen()
 			other := "w2"
 			for i := 3; s.slot(other) == s.slot("w1"); i++ {
 				other = "w" + string(rune('0'+i))
@@ -92,7 +92,7 @@ func TestSeen(t *testing.T) {
 }
 
 func TestSeenReach(t *testing.T) {
-	s := NewSeen()
+	s := NewScopesSeen()
 	if s.reach(0, time.Second) {
 		t.Fatal("reached a position before any delivery started")
 	}

@@ -78,15 +78,19 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 	var runners []*projections.Runner
 	var sources []metrics.StatusSource
 	byName := map[string]*projections.Runner{}
-	seen := query.NewSeen() // the history stream as the holidays projector receives it
+	scopesSeen := query.NewScopesSeen()   // the history stream as the holidays projector receives it
+	inboxesSeen := query.NewInboxesSeen() // the inbox stream as the notifications projector receives it
 	for _, reg := range projections.Registered() {
 		p, err := reg.New(ctx, db)
 		if err != nil {
 			return nil, err
 		}
 		runCfg := projections.RunnerConfig{Stream: evlog.Stream(reg.Kinds[0]), Parking: evlog, Logger: log, Metrics: metered.Projector(p.Name()), Tracer: tr}
-		if reg.Name == projections.HolidaysName {
-			runCfg.Watch = seen
+		switch reg.Name {
+		case projections.HolidaysName:
+			runCfg.Watch = scopesSeen
+		case projections.NotificationsName:
+			runCfg.Watch = inboxesSeen
 		}
 		r, err := projections.NewRunner(evlog.JetStream(), db, p, runCfg)
 		if err != nil {
@@ -106,7 +110,7 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		return nil, fmt.Errorf("projectors %s and %s must both be registered", projections.NotificationsName, projections.HolidaysName)
 	}
 
-	notifQueries, err := query.NewNotifications(ctx, db)
+	notifQueries, err := query.NewNotifications(ctx, db, inboxesSeen)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +119,7 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 		return nil, err
 	}
 	holidayCmds.LimitWorkspaces(holidayQueries, holidays.DefaultWorkspaceResourceDays, holidays.DefaultWorkspaceHolidayDays)
-	resourceQueries, err := query.NewResources(ctx, db, seen)
+	resourceQueries, err := query.NewResources(ctx, db, scopesSeen)
 	if err != nil {
 		return nil, err
 	}

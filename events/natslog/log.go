@@ -685,6 +685,43 @@ func (l *Log) End(ctx context.Context, kind string) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
+// After reports whether the stream of kind's events holds an event after
+// position seq, as of some moment after the call: the question a read
+// that knows the stream up to seq asks instead of where an aggregate's last
+// event is. It is one get of the next message after seq, whose "not
+// found" carries no event's headers to build and decode.
+func (l *Log) After(ctx context.Context, kind string, seq uint64) (bool, error) {
+	subjects := events.KindSubjects(kind)
+	if !l.streamOf(subjects).CachedInfo().Config.AllowDirect {
+		// No direct gets on a replicated stream: the stream's own get.
+		_, err := l.getMsg(ctx, subjects, seq+1)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("events after %d: %w", seq, err)
+		}
+		return true, nil
+	}
+	// The direct get by hand: the client library's costs more than the
+	// get itself (a read's whole budget is a fraction of a millisecond).
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
+	defer cancel()
+	req := `{"seq":` + strconv.FormatUint(seq+1, 10) + `,"next_by_subj":"` + subjects + `"}`
+	m, err := l.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+l.Stream(kind), []byte(req))
+	if err != nil {
+		return false, fmt.Errorf("events after %d: %w", seq, err)
+	}
+	switch status := m.Header.Get("Status"); status {
+	case "":
+		return true, nil // a message
+	case "404":
+		return false, nil
+	default:
+		return false, fmt.Errorf("events after %d: direct get answered %s %s", seq, status, m.Header.Get("Description"))
+	}
+}
+
 // FirstSeq returns the sequence of the oldest event the log still holds
 // on subject (0 when it holds none). Compaction and erasure remove an
 // inbox's early events: a reader that last saw an event of subject before

@@ -507,3 +507,56 @@ func TestAppendAtAPosition(t *testing.T) {
 		t.Fatalf("Settled of the inboxes: %d %v, want 0 true", last, ok)
 	}
 }
+
+// After tells whether a stream holds anything after a position, across
+// events erased from the middle of it, and each stream on its own.
+func TestAfter(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := t.Context()
+	after := func(kind string, seq uint64) bool {
+		t.Helper()
+		more, err := l.After(ctx, kind, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return more
+	}
+	if after(events.KindInbox, 0) {
+		t.Fatal("an empty stream holds something")
+	}
+	var seqs []uint64
+	for i, user := range []string{"a1", "a2", "a1"} {
+		agg := events.Aggregate{Kind: events.KindInbox, ID: user}
+		e, err := events.New(fmt.Sprint("e", i), meta, agg, events.InboxErased{ErasureID: fmt.Sprint("x", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := l.Append(ctx, events.Subject("w1", agg), 0, e)
+		if errors.Is(err, events.ErrConflict) { // a1's second: after its first
+			seq, err = l.Append(ctx, events.Subject("w1", agg), seqs[0], e)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	// The middle event erased: what follows it still counts.
+	if _, err := l.EraseBefore(ctx, events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "a2"}), seqs[1]+1, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind string
+		seq  uint64
+		want bool
+	}{
+		{events.KindInbox, 0, true},
+		{events.KindInbox, seqs[0], true},
+		{events.KindInbox, seqs[2] - 1, true},
+		{events.KindInbox, seqs[2], false},
+		{events.KindHoliday, 0, false}, // the history stream is another
+	} {
+		if got := after(tc.kind, tc.seq); got != tc.want {
+			t.Errorf("After(%s, %d) = %v, want %v", tc.kind, tc.seq, got, tc.want)
+		}
+	}
+}
