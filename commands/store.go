@@ -325,7 +325,7 @@ func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], at uint64, evs 
 	for i, e := range evs {
 		var last uint64
 		var err error
-		if at == 0 {
+		if at == 0 { // the plain append, as every Log (and its wrappers) has it
 			last, err = s.log.Append(ctx, c.key, c.seq, e)
 		} else {
 			last, err = s.log.AppendAt(ctx, c.key, c.seq, at, e)

@@ -64,10 +64,6 @@ type NotificationFilter struct {
 type Counts struct {
 	Total, Unread int
 	Seq           uint64
-	// gen and exactTo say what they are exact for, for Current: every event
-	// of the inbox up to position exactTo, and those after it that go past
-	// Seen in generation gen.
-	gen, exactTo uint64
 }
 
 // Notifications reads the notifications read model.
@@ -77,13 +73,12 @@ type Notifications struct {
 	// read thing there is, and a user's counts change only with their
 	// inbox's events.
 	cached *posCache[Counts]
-	seen   *Seen // nil: Current knows nothing
 }
 
 // NewNotifications prepares the statements. seen, when not nil, is what the
 // notifications projector of this instance receives, for Current.
 func NewNotifications(ctx context.Context, db *sqlx.DB, seen *Seen) (*Notifications, error) {
-	q := Notifications{cached: newPosCache[Counts](1 << 16), seen: seen}
+	q := Notifications{cached: newPosCache[Counts](1<<16, seen)}
 	if err := prepare(ctx, db, "notification queries", []statement{
 		// The page and the user's counts in one statement, so one snapshot:
 		// totalCount is never from a moment other than the items'. The
@@ -113,23 +108,12 @@ func NewNotifications(ctx context.Context, db *sqlx.DB, seen *Seen) (*Notificati
 // inbox position at, the last sequence of the user's inbox in the log.
 // That position was read after mark (see Mark).
 func (q *Notifications) CachedCounts(workspaceID, userID string, mark, at uint64) (Counts, bool) {
-	key := inboxKey(workspaceID, userID)
-	c, ok := q.cached.get(key, at)
-	if ok && (c.gen != mark || c.exactTo < at) {
-		c.gen, c.exactTo = mark, at
-		q.cached.put(key, at, c)
-	}
-	return c, ok
+	return q.cached.get(inboxKey(workspaceID, userID), at, mark)
 }
 
 // Mark is to be taken before the read of the last position of an inbox
 // that CachedCounts or Counts is then given (see Seen.Mark).
-func (q *Notifications) Mark() uint64 {
-	if q.seen == nil {
-		return 0
-	}
-	return q.seen.Mark()
-}
+func (q *Notifications) Mark() uint64 { return q.cached.mark() }
 
 // Counts reads a user's counts from the read model, which has applied the
 // inbox's position at, read after mark, and remembers them for
@@ -140,8 +124,7 @@ func (q *Notifications) Counts(ctx context.Context, workspaceID, userID string, 
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Counts{}, fmt.Errorf("count notifications: %w", err)
 	}
-	c.gen, c.exactTo = mark, max(at, c.Seq)
-	q.remember(workspaceID, userID, c)
+	q.remember(workspaceID, userID, c, seenAs{gen: mark, exactTo: max(at, c.Seq)})
 	return c, nil
 }
 
@@ -152,21 +135,14 @@ func (q *Notifications) Counts(ctx context.Context, workspaceID, userID string, 
 // event up to it either was there when the counts were read or went past
 // Seen since, which would have told.
 func (q *Notifications) Current(workspaceID, userID string) (Counts, uint64, bool) {
-	if q.seen == nil {
-		return Counts{}, 0, false
-	}
-	c, ok := q.cached.latest(inboxKey(workspaceID, userID))
-	if !ok {
-		return Counts{}, 0, false
-	}
 	subject := events.Subject(workspaceID, events.Aggregate{Kind: events.KindInbox, ID: userID})
-	at, ok := q.seen.unchanged(subject, c.gen, c.exactTo)
-	return c, at, ok
+	return q.cached.current(inboxKey(workspaceID, userID), subject)
 }
 
-// remember keeps a user's counts for CachedCounts, as of their position.
-func (q *Notifications) remember(workspaceID, userID string, c Counts) {
-	q.cached.put(inboxKey(workspaceID, userID), c.Seq, c)
+// remember keeps a user's counts for CachedCounts, as of their position,
+// and for Current, as as says.
+func (q *Notifications) remember(workspaceID, userID string, c Counts, as seenAs) {
+	q.cached.put(inboxKey(workspaceID, userID), c.Seq, c, as)
 }
 
 // inboxKey names a user's inbox in the counts cache.
@@ -214,7 +190,7 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 			return NotificationResponseDto{}, err
 		}
 	} else {
-		q.remember(workspaceID, userID, c)
+		q.remember(workspaceID, userID, c, seenAs{})
 	}
 	if !f.Flat {
 		items = Group(items, GroupWindow)

@@ -23,10 +23,6 @@ type Scope struct {
 	// Resources.Scope, which makes every Scope: a rename's answer shares
 	// it instead of building its own each time.
 	all []HolidayResourceDto
-	// gen and exactTo say what it is exact for, for Current: every event
-	// of the workspace up to position exactTo, and those after it that
-	// go past Seen in generation gen.
-	gen, exactTo uint64
 }
 
 // Resources reads the resources read model for the answers of holiday
@@ -40,7 +36,7 @@ type Resources struct {
 // NewResources prepares the statement. seen, when not nil, is what the
 // holidays projector of this instance receives, for Current.
 func NewResources(ctx context.Context, db *sqlx.DB, seen *Seen) (*Resources, error) {
-	q := Resources{cached: newPosCache[Scope](1024), seen: seen}
+	q := Resources{cached: newPosCache[Scope](1024, seen), seen: seen}
 	if err := prepare(ctx, db, "resource queries", []statement{
 		{&q.scope, `SELECT COALESCE((SELECT max(seq) FROM resources WHERE workspace_id = $1), 0),
 			ARRAY(SELECT id FROM resources WHERE workspace_id = $1 AND is_active AND NOT is_guest ORDER BY id COLLATE "C"),
@@ -53,23 +49,13 @@ func NewResources(ctx context.Context, db *sqlx.DB, seen *Seen) (*Resources, err
 
 // Mark is to be taken before the read of the last position of a
 // workspace's resources that Cached or Scope is then given (see Seen.Mark).
-func (q *Resources) Mark() uint64 {
-	if q.seen == nil {
-		return 0
-	}
-	return q.seen.Mark()
-}
+func (q *Resources) Mark() uint64 { return q.cached.mark() }
 
 // Cached returns the workspace's scope from memory if it is exact as of
 // position at, the last sequence of the workspace's resource events in the
 // log, read after mark.
 func (q *Resources) Cached(workspaceID string, mark, at uint64) (Scope, bool) {
-	s, ok := q.cached.get(workspaceID, at)
-	if ok && (s.gen != mark || s.exactTo < at) {
-		s.gen, s.exactTo = mark, at
-		q.cached.put(workspaceID, at, s)
-	}
-	return s, ok
+	return q.cached.get(workspaceID, at, mark)
 }
 
 // Scope reads the workspace's scope from the read model, which has applied
@@ -84,8 +70,7 @@ func (q *Resources) Scope(ctx context.Context, workspaceID string, mark, at uint
 		s.all[i] = HolidayResourceDto{ID: id}
 	}
 	// The read model had applied every event up to at, and s.Seq's too.
-	s.gen, s.exactTo = mark, max(at, s.Seq)
-	q.cached.put(workspaceID, s.Seq, s)
+	q.cached.put(workspaceID, s.Seq, s, seenAs{gen: mark, exactTo: max(at, s.Seq)})
 	return s, nil
 }
 
@@ -105,12 +90,7 @@ func (q *Resources) Current(workspaceID string, last uint64) (Scope, uint64, boo
 	if q.seen == nil || !q.seen.reach(last, seenWait) {
 		return Scope{}, 0, false
 	}
-	s, ok := q.cached.latest(workspaceID)
-	if !ok {
-		return Scope{}, 0, false
-	}
-	at, ok := q.seen.unchanged(workspaceID, s.gen, s.exactTo)
-	return s, at, ok
+	return q.cached.current(workspaceID, workspaceID)
 }
 
 // Applies lists the resources a holiday applies to, as the read model's

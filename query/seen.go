@@ -55,9 +55,9 @@ func newSeen(slots int, key func(string) (string, bool)) *Seen {
 }
 
 // Mark is the generation of what went past. Taken before a read of the
-// last position of a workspace's resources: every event after that
-// position goes past in this generation (its deliveries started before), or
-// the generation changes.
+// log's last position for some data (a workspace's resources, an inbox):
+// every event after that position goes past in this generation (its
+// deliveries started before), or the generation changes.
 func (s *Seen) Mark() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,14 +154,6 @@ func (s *Seen) unchanged(key string, gen, pos uint64) (upTo uint64, ok bool) {
 		return 0, false
 	}
 	return s.upTo, true
-}
-
-// at returns the position up to which every event went past, and its
-// generation, if known.
-func (s *Seen) at() (upTo, gen uint64, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.upTo, s.gen, s.known
 }
 
 func (s *Seen) slot(key string) uint64 {
