@@ -691,22 +691,20 @@ func (l *Log) End(ctx context.Context, kind string) (uint64, error) {
 // event is. It is one get of the next message after seq, whose "not
 // found" carries no event's headers to build and decode.
 func (l *Log) After(ctx context.Context, kind string, seq uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
+	defer cancel()
 	subjects := events.KindSubjects(kind)
-	if !l.streamOf(subjects).CachedInfo().Config.AllowDirect {
-		// No direct gets on a replicated stream: the stream's own get.
-		_, err := l.getMsg(ctx, subjects, seq+1)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			return false, nil
-		case err != nil:
+	if st := l.streamOf(subjects); !st.CachedInfo().Config.AllowDirect {
+		// No direct gets on a replicated stream: the stream's own get, as
+		// a scan asks it.
+		more, err := remains(ctx, st, []string{subjects}, seq)
+		if err != nil {
 			return false, fmt.Errorf("events after %d: %w", seq, err)
 		}
-		return true, nil
+		return more, nil
 	}
 	// The direct get by hand: the client library's costs more than the
 	// get itself (a read's whole budget is a fraction of a millisecond).
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.AttemptTimeout)
-	defer cancel()
 	req := `{"seq":` + strconv.FormatUint(seq+1, 10) + `,"next_by_subj":"` + subjects + `"}`
 	m, err := l.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+l.Stream(kind), []byte(req))
 	if err != nil {
