@@ -25,7 +25,15 @@ type Parking interface {
 	Park(ctx context.Context, projector, subject string, h nats.Header, data []byte, seq uint64, reason string) error
 	ListParked(ctx context.Context, projector string, fn func(natslog.Parked) error) error
 	Unpark(ctx context.Context, parkSeq uint64) error
+	// Read calls fn for each event of subject after position after: a
+	// parked event's aggregate goes on without it.
+	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
 }
+
+// RedrivenSubject is where a runner says that a redrive changed its read
+// model: answers remembered from it (query's caches) are not exact any more,
+// though the log has not moved.
+func RedrivenSubject(projector string) string { return "astro.admin.redriven." + projector }
 
 // poisonous tells an event's own fault from a passing one (a database that
 // is down, a lost connection), which is retried instead.
@@ -109,7 +117,7 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 		seen[p.Seq] = false
 		e, err := p.Event()
 		if err == nil {
-			err = r.applyOne(ctx, e)
+			err = r.applyParked(ctx, p.Subject, e)
 		}
 		if err != nil {
 			if !poisonous(err) {
@@ -128,7 +136,28 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 	return applied, left, nil
 }
 
-func (r *Runner) applyOne(ctx context.Context, e events.Event) error {
+// applyParked applies e, a parked event on subject, then the later events
+// of its aggregate again, up to where the runner is, in one transaction.
+// They were applied without it, and e alone would land after them: a
+// notification deleted since would be back, a holiday renamed since would
+// have its first name again. Applied in order after e, they leave what the
+// log in order gives, since each statement of a projector sets what its
+// event says (a send inserts if absent, a read sets the read date, a
+// rename is guarded by its position). A later event that cannot be applied
+// either is skipped: it is parked too, and has its own turn. One the log
+// cannot decode keeps e parked until it can be.
+func (r *Runner) applyParked(ctx context.Context, subject string, e events.Event) error {
+	upTo := r.Position()
+	var later []events.Event
+	if _, err := r.cfg.Parking.Read(ctx, subject, e.Seq, func(l events.Event) error {
+		if l.Seq > upTo {
+			return errEnough
+		}
+		later = append(later, l)
+		return nil
+	}); err != nil && !errors.Is(err, errEnough) {
+		return fmt.Errorf("read %s after parked seq %d: %w", subject, e.Seq, err)
+	}
 	tx, err := r.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
@@ -137,5 +166,14 @@ func (r *Runner) applyOne(ctx context.Context, e events.Event) error {
 	if err := r.p.Apply(ctx, tx, []events.Event{e}); err != nil {
 		return fmt.Errorf("apply parked seq %d: %w", e.Seq, err)
 	}
+	poison, err := applyIsolated(ctx, tx, r.p, later)
+	if err != nil {
+		return err
+	}
+	for seq, err := range poison {
+		r.cfg.Logger.Warn("redrive: a later event of the aggregate cannot be applied", "parked_seq", e.Seq, "seq", seq, "err", err)
+	}
 	return tx.Commit()
 }
+
+var errEnough = errors.New("enough")

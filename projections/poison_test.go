@@ -3,28 +3,43 @@ package projections_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/nats-io/nats.go"
 
+	"astro/commands"
+	"astro/commands/notifications"
 	"astro/events"
 	"astro/events/natslog"
 	"astro/projections"
 )
 
-// picky refuses one event until it is "fixed", as a projector with a bug
-// would, then applies it.
+// picky refuses some events until it is "fixed", as a projector with a bug
+// would, then applies them.
 type picky struct {
 	*projections.Notifications
-	refuse atomic.Uint64 // seq to refuse; 0 when fixed
+	mu     sync.Mutex
+	refuse map[uint64]bool // seqs to refuse
+}
+
+// refuseOnly makes p refuse the events at seqs, and only them.
+func (p *picky) refuseOnly(seqs ...uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = map[uint64]bool{}
+	for _, seq := range seqs {
+		p.refuse[seq] = true
+	}
 }
 
 func (p *picky) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, e := range evs {
-		if e.Seq == p.refuse.Load() {
+		if p.refuse[e.Seq] {
 			return errors.Join(projections.ErrUnappliable, errors.New("a bug"))
 		}
 	}
@@ -58,7 +73,7 @@ func TestPoisonEventsAreParkedAndRedriven(t *testing.T) {
 
 	db := migrated(t)
 	p := &picky{Notifications: notificationsProjector(t, db)}
-	p.refuse.Store(buggy)
+	p.refuseOnly(buggy)
 	r, err := projections.NewRunner(f.log.JetStream(), db, p, projections.RunnerConfig{Stream: f.log.StreamFor(p.Subjects()[0]), Parking: f.log})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +110,7 @@ func TestPoisonEventsAreParkedAndRedriven(t *testing.T) {
 	publish(again)
 
 	// After the fix, a redrive applies what can be applied now, once.
-	p.refuse.Store(0)
+	p.refuseOnly()
 	resp, err := nc.Request(projections.RedriveSubject("notifications"), nil, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -107,5 +122,72 @@ func TestPoisonEventsAreParkedAndRedriven(t *testing.T) {
 	f.log.ListParked(ctx, "notifications", func(natslog.Parked) error { left++; return nil })
 	if left != 2 {
 		t.Fatalf("%d still parked after the redrive, want the 2 that are not events", left)
+	}
+}
+
+// TestRedriveKeepsWhatCameAfter: a parked event's inbox went on without it
+// (the notification deleted, or read); a redrive puts it where the log has
+// it, before them, and the read model is then what a projector that never
+// refused it builds. Every instance is told to forget what it remembered
+// of the read model.
+func TestRedriveKeepsWhatCameAfter(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	svc := commands.Caller{UserID: "svc", WorkspaceID: "w1", Scopes: []string{notifications.ScopeSend}}
+	owner := commands.Caller{UserID: "u1", WorkspaceID: "w1"}
+	send := func() (string, uint64) {
+		t.Helper()
+		sent, res, err := f.cmd.Send.Handle(ctx, notifications.Send{Caller: svc, RecipientID: "u1",
+			SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "s", Message: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sent.NotificationID, res.Seq
+	}
+	deleted, deletedAt := send()
+	if _, err := f.cmd.Delete.Handle(ctx, notifications.Delete{Caller: owner, NotificationID: deleted}); err != nil {
+		t.Fatal(err)
+	}
+	read, readAt := send()
+	if _, _, err := f.cmd.MarkRead.Handle(ctx, notifications.MarkRead{Caller: owner, NotificationID: read}); err != nil {
+		t.Fatal(err)
+	}
+	_, last := send()
+
+	nc := f.log.JetStream().Conn()
+	redriven, err := nc.SubscribeSync(projections.RedrivenSubject("notifications"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := migrated(t)
+	p := &picky{Notifications: notificationsProjector(t, db)}
+	p.refuseOnly(deletedAt, readAt)
+	r, stop := startWith(t, f, db, p, projections.RunnerConfig{Parking: f.log})
+	caughtUp(t, r, last)
+	if got := r.Parked(); got != 2 {
+		t.Fatalf("parked %d events, want 2", got)
+	}
+
+	p.refuseOnly()
+	resp, err := nc.Request(projections.RedriveSubject("notifications"), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.Data); got != `{"projector":"notifications","applied":2,"parked":0}` {
+		t.Fatalf("redrive answered %s", got)
+	}
+	if _, err := redriven.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no word of the redrive: %v", err)
+	}
+	stop() // the runners of both read models share the log's consumer
+
+	clean := migrated(t)
+	cr, _ := start(t, f, clean, notificationsProjector(t, clean), 0)
+	caughtUp(t, cr, last)
+	if got, want := dump(t, db), dump(t, clean); got != want {
+		t.Errorf("after the redrive the notifications are\n%s\nwant\n%s", got, want)
+	}
+	if got, want := counts(t, db), counts(t, clean); got != want {
+		t.Errorf("after the redrive the counts are\n%s\nwant\n%s", got, want)
 	}
 }

@@ -378,6 +378,11 @@ func (r *Runner) answerRedrive(ctx context.Context, req *nats.Msg) {
 		r.cfg.Logger.Error("redrive", "err", err)
 	}
 	r.cfg.Logger.Info("redrive", "applied", applied, "still_parked", left)
+	if applied > 0 {
+		if err := r.js.Conn().Publish(RedrivenSubject(r.p.Name()), nil); err != nil {
+			r.cfg.Logger.Warn("redrive: announce", "err", err)
+		}
+	}
 	body, _ := json.Marshal(res)
 	if err := req.Respond(body); err != nil {
 		r.cfg.Logger.Warn("redrive reply", "err", err)

@@ -120,11 +120,12 @@ func (q *Notifications) Mark() uint64 { return q.cached.mark() }
 // CachedCounts and Current.
 func (q *Notifications) Counts(ctx context.Context, workspaceID, userID string, mark, at uint64) (Counts, error) {
 	var c Counts
+	epoch := q.cached.epoch()
 	err := q.counts.QueryRowxContext(ctx, workspaceID, userID).Scan(&c.Total, &c.Unread, &c.Seq)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Counts{}, fmt.Errorf("count notifications: %w", err)
 	}
-	q.remember(workspaceID, userID, c, seenAs{gen: mark, exactTo: max(at, c.Seq)})
+	q.remember(workspaceID, userID, c, seenAs{gen: mark, exactTo: max(at, c.Seq)}, epoch)
 	return c, nil
 }
 
@@ -139,11 +140,16 @@ func (q *Notifications) Current(workspaceID, userID string) (Counts, uint64, boo
 	return q.cached.current(inboxKey(workspaceID, userID), subject)
 }
 
-// remember keeps a user's counts for CachedCounts, as of their position,
-// and for Current, as as says.
-func (q *Notifications) remember(workspaceID, userID string, c Counts, as seenAs) {
-	q.cached.put(inboxKey(workspaceID, userID), c.Seq, c, as)
+// remember keeps a user's counts, read after epoch, for CachedCounts, as
+// of their position, and for Current, as as says.
+func (q *Notifications) remember(workspaceID, userID string, c Counts, as seenAs, epoch uint64) {
+	q.cached.put(inboxKey(workspaceID, userID), c.Seq, c, as, epoch)
 }
+
+// Forget drops every count remembered: a redrive of the notifications
+// projector's parked events changed the read model where the log did not
+// move (projections.RedrivenSubject).
+func (q *Notifications) Forget() { q.cached.forget() }
 
 // inboxKey names a user's inbox in the counts cache.
 func inboxKey(workspaceID, userID string) string { return workspaceID + "/" + userID }
@@ -167,6 +173,7 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 	if types == nil {
 		types = []string{}
 	}
+	epoch := q.cached.epoch()
 	rows, err := q.page.QueryxContext(ctx, workspaceID, userID, int64(f.Before), f.SenderID, pq.Array(types))
 	if err != nil {
 		return NotificationResponseDto{}, fmt.Errorf("list notifications: %w", err)
@@ -190,7 +197,7 @@ func (q *Notifications) List(ctx context.Context, workspaceID, userID string, f 
 			return NotificationResponseDto{}, err
 		}
 	} else {
-		q.remember(workspaceID, userID, c, seenAs{})
+		q.remember(workspaceID, userID, c, seenAs{}, epoch)
 	}
 	if !f.Flat {
 		items = Group(items, GroupWindow)

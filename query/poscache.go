@@ -17,10 +17,11 @@ import (
 type posCache[V any] struct {
 	seen *Seen // nil: current knows nothing
 
-	mu    sync.Mutex
-	size  int
-	items map[string]*clist.Element
-	lru   clist.List // of *posEntry[V], most recent first
+	mu        sync.Mutex
+	size      int
+	items     map[string]*clist.Element
+	lru       clist.List // of *posEntry[V], most recent first
+	forgotten uint64     // how often forget emptied it
 }
 
 type posEntry[V any] struct {
@@ -89,11 +90,33 @@ func (c *posCache[V]) current(key, seenKey string) (V, uint64, bool) {
 	return val, at, ok
 }
 
-// put remembers val as exact at pos and as as, unless a newer one is
-// remembered.
-func (c *posCache[V]) put(key string, pos uint64, val V, as seenAs) {
+// epoch is to be taken before the read of a value that is then put: put
+// drops a value read before a forget.
+func (c *posCache[V]) epoch() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.forgotten
+}
+
+// forget drops every entry: the read model changed where the log did not
+// move (a redrive applied parked events), so no position tells any more
+// what an entry is exact for.
+func (c *posCache[V]) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgotten++
+	clear(c.items)
+	c.lru.Init()
+}
+
+// put remembers val, read after epoch, as exact at pos and as as, unless a
+// newer one is remembered.
+func (c *posCache[V]) put(key string, pos uint64, val V, as seenAs, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.forgotten {
+		return
+	}
 	if el, ok := c.items[key]; ok {
 		if e := el.Value.(*posEntry[V]); e.pos <= pos {
 			e.pos, e.val, e.as = pos, val, as

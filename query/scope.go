@@ -62,6 +62,7 @@ func (q *Resources) Cached(workspaceID string, mark, at uint64) (Scope, bool) {
 // position at, read after mark, and remembers it for Cached and Current.
 func (q *Resources) Scope(ctx context.Context, workspaceID string, mark, at uint64) (Scope, error) {
 	var s Scope
+	epoch := q.cached.epoch()
 	if err := q.scope.QueryRowxContext(ctx, workspaceID).Scan(&s.Seq, pq.Array(&s.IDs), pq.Array(&s.Countries)); err != nil {
 		return Scope{}, fmt.Errorf("resources in scope: %w", err)
 	}
@@ -70,9 +71,14 @@ func (q *Resources) Scope(ctx context.Context, workspaceID string, mark, at uint
 		s.all[i] = HolidayResourceDto{ID: id}
 	}
 	// The read model had applied every event up to at, and s.Seq's too.
-	q.cached.put(workspaceID, s.Seq, s, seenAs{gen: mark, exactTo: max(at, s.Seq)})
+	q.cached.put(workspaceID, s.Seq, s, seenAs{gen: mark, exactTo: max(at, s.Seq)}, epoch)
 	return s, nil
 }
+
+// Forget drops every scope remembered: a redrive of the holidays
+// projector's parked events changed the read model where the log did not
+// move (projections.RedrivenSubject).
+func (q *Resources) Forget() { q.cached.forget() }
 
 // seenWait bounds how long Current waits for this instance's own last
 // append to go past Seen: longer, and the long way is quicker.

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"astro/api"
 	"astro/api/auth"
 	"astro/api/idempotency"
@@ -27,7 +29,8 @@ import (
 // app is the service over its infrastructure: the aggregate stores and
 // command handlers, the projectors and queries over their read models, and
 // the two ways in, the HTTP API and NATS commands. Its long-running parts
-// run in a group (addTo); it holds nothing of its own to close.
+// run in a group (addTo); it holds nothing of its own to close (its
+// subscriptions end with the connection).
 type app struct {
 	api         *api.Server
 	cmds        *natscmd.Server
@@ -122,6 +125,14 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 	resourceQueries, err := query.NewResources(ctx, db, scopesSeen)
 	if err != nil {
 		return nil, err
+	}
+	// A redrive on whichever instance applies a projector changes its read
+	// model where the log does not move: every instance forgets what it
+	// remembered of it.
+	for name, forget := range map[string]func(){projections.NotificationsName: notifQueries.Forget, projections.HolidaysName: resourceQueries.Forget} {
+		if _, err := nc.Subscribe(projections.RedrivenSubject(name), func(*nats.Msg) { forget() }); err != nil {
+			return nil, fmt.Errorf("subscribe to %s redrives: %w", name, err)
+		}
 	}
 	compactions, err := query.NewCompactions(ctx, db)
 	if err != nil {

@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"astro/events/natslog"
 	"astro/events/natsserver"
+	"astro/projections"
 )
 
 func TestEventsCommands(t *testing.T) {
@@ -198,4 +201,39 @@ func TestEventsTailShowsAMalformedMessage(t *testing.T) {
 			t.Errorf("tail (follow %v): after it %s, want carol's notification", follow, lines[2])
 		}
 	}
+}
+
+// TestARedriveIsForgotten: a redrive changes a read model where the log
+// does not move, so no position tells an instance that the counts it
+// remembers are stale; its word makes the instance read them again.
+func TestARedriveIsForgotten(t *testing.T) {
+	s := startService(t)
+	s.send(sender(t, "w1"), "alice", "bob", "task")
+	alice := token(t, "alice", "w1")
+	if got := s.unread(alice); got != 1 {
+		t.Fatalf("unread %d, want 1", got)
+	}
+	// What a redrive's transaction does, by hand: the read model changes
+	// and the log stays where it is.
+	db, err := sqlx.Open("postgres", s.env["ASTRO_DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE notification_counts SET unread = 7 WHERE workspace_id = 'w1' AND recipient_id = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.unread(alice); got != 1 {
+		t.Fatalf("unread %d before the word of a redrive, want the 1 remembered", got)
+	}
+	nc := s.connectNATS()
+	if err := nc.Publish(projections.RedrivenSubject("notifications"), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if got := s.unread(alice); got != 7 {
+			return fmt.Errorf("unread %d after the word of a redrive, want the read model's 7", got)
+		}
+		return nil
+	})
 }

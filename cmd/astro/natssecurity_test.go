@@ -300,6 +300,7 @@ func TestNATSSecurity(t *testing.T) {
 			{"$KV.ASTRO_ERASURES.>", func(ctx context.Context) { _, _ = c.SubscribeSync("$KV.ASTRO_ERASURES.>") }},
 			{"_INBOX.>", func(ctx context.Context) { _, _ = c.SubscribeSync("_INBOX.>") }},
 			{"astro.admin.redrive.notifications", func(ctx context.Context) { c.request("astro.admin.redrive.notifications", nil) }},
+			{"astro.admin.redriven.notifications", func(ctx context.Context) { _ = c.Publish("astro.admin.redriven.notifications", nil) }},
 		}
 		// On each event stream: no administration of the stream, and
 		// nothing on any of Astro's projector consumers (on the stream it
@@ -426,6 +427,7 @@ func TestNATSSecurity(t *testing.T) {
 			{"$JS.API.DIRECT.GET.KV_ASTRO_SNAPSHOTS", func(ctx context.Context) { c.request("$JS.API.DIRECT.GET.KV_ASTRO_SNAPSHOTS", nil) }},
 			{"_INBOX.>", func(ctx context.Context) { _, _ = c.SubscribeSync("_INBOX.>") }},
 			{"astro.admin.redrive.notifications", func(ctx context.Context) { c.request("astro.admin.redrive.notifications", nil) }},
+			{"astro.admin.redriven.notifications", func(ctx context.Context) { _ = c.Publish("astro.admin.redriven.notifications", nil) }},
 		}
 		for _, es := range eventStreams {
 			st := es.name
