@@ -33,6 +33,10 @@ type Seen struct {
 	upTo      uint64 // every event up to it went past in this generation
 	changedAt []uint64
 	moved     chan struct{} // closed when upTo moves, if someone waits for it
+	// behind is the position a reach gave up waiting for: until upTo gets
+	// there, deliveries lag, and a reach answers at once instead of
+	// waiting in vain too.
+	behind uint64
 }
 
 // NewScopesSeen returns a Seen of the history stream that has seen nothing,
@@ -116,7 +120,8 @@ func (s *Seen) Delivered(gen uint64, subject string, seq, dseq uint64, first boo
 // reach waits, for at most wait, until every event up to position pos has
 // gone past, and reports whether it has. The write that answered pos was
 // answered when the log had it, and its delivery here is usually a
-// fraction of a millisecond behind.
+// fraction of a millisecond behind. While deliveries lag further (a
+// projector catching up), only the first reach waits.
 func (s *Seen) reach(pos uint64, wait time.Duration) bool {
 	var timeout <-chan time.Time
 	for {
@@ -125,6 +130,10 @@ func (s *Seen) reach(pos uint64, wait time.Duration) bool {
 			ok := s.known
 			s.mu.Unlock()
 			return ok
+		}
+		if s.upTo < s.behind {
+			s.mu.Unlock()
+			return false
 		}
 		if s.moved == nil {
 			s.moved = make(chan struct{})
@@ -139,6 +148,9 @@ func (s *Seen) reach(pos uint64, wait time.Duration) bool {
 		select {
 		case <-moved:
 		case <-timeout:
+			s.mu.Lock()
+			s.behind = max(s.behind, pos)
+			s.mu.Unlock()
 			return false
 		}
 	}

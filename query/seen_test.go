@@ -112,6 +112,25 @@ func TestSeenReach(t *testing.T) {
 	if s.reach(13, 5*time.Millisecond) {
 		t.Fatal("reached a position never delivered")
 	}
+	// Deliveries lag: until they get to 13, a reach does not wait.
+	answered := make(chan bool)
+	go func() { answered <- s.reach(14, time.Hour) }()
+	select {
+	case ok := <-answered:
+		if ok {
+			t.Fatal("reached a position never delivered")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a reach waited while deliveries lag behind one that gave up")
+	}
+	s.Delivered(g, "astro.events.w1.holiday.h1", 13, 3, true)
+	go func() {
+		time.Sleep(time.Millisecond)
+		s.Delivered(g, "astro.events.w1.holiday.h1", 14, 4, true)
+	}()
+	if !s.reach(14, 10*time.Second) {
+		t.Fatal("caught up, a reach did not wait for a position delivered while it waited")
+	}
 	s.Stopped()
 	if s.reach(13, time.Minute) { // and at once: nothing will come
 		t.Fatal("reached a position after deliveries stopped")
