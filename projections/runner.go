@@ -106,7 +106,8 @@ type Runner struct {
 	waiting   atomic.Int64  // reads waiting in WaitFor
 	wake      chan struct{} // a read started waiting: stop lingering
 
-	created string // identity of the stream being consumed (see checkpoint)
+	created       string // identity of the stream being consumed (see checkpoint)
+	startRedriven bool   // what was parked was redriven since Run began
 
 	mu      sync.Mutex
 	pos     uint64        // checkpoint: last applied stream sequence
@@ -371,22 +372,30 @@ type RedriveResult struct {
 }
 
 func (r *Runner) answerRedrive(ctx context.Context, req *nats.Msg) {
+	body, _ := json.Marshal(r.redriveAll(ctx))
+	if err := req.Respond(body); err != nil {
+		r.cfg.Logger.Warn("redrive reply", "err", err)
+	}
+}
+
+// redriveAll applies the parked events that can be applied now, and tells
+// every instance when that changed the read model.
+func (r *Runner) redriveAll(ctx context.Context) RedriveResult {
 	applied, left, err := r.redrive(ctx)
 	res := RedriveResult{Projector: r.p.Name(), Applied: applied, Parked: left}
 	if err != nil {
 		res.Error = err.Error()
 		r.cfg.Logger.Error("redrive", "err", err)
 	}
-	r.cfg.Logger.Info("redrive", "applied", applied, "still_parked", left)
+	if applied+left > 0 {
+		r.cfg.Logger.Info("redrive", "applied", applied, "still_parked", left)
+	}
 	if applied > 0 {
 		if err := r.js.Conn().Publish(RedrivenSubject(r.p.Name()), nil); err != nil {
 			r.cfg.Logger.Warn("redrive: announce", "err", err)
 		}
 	}
-	body, _ := json.Marshal(res)
-	if err := req.Respond(body); err != nil {
-		r.cfg.Logger.Warn("redrive reply", "err", err)
-	}
+	return res
 }
 
 func (r *Runner) setReady(ready bool) {
@@ -418,6 +427,13 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 	// instance while this one followed, it is behind, and the events after
 	// it must be applied again, not skipped as applied.
 	r.reset(pos)
+	if r.cfg.Parking != nil && !r.startRedriven {
+		// Once a run: in a rolling deploy, an older build parks the events
+		// of types only the newer one appends, and they are applied when a
+		// newer build takes the projector over, with no one to ask.
+		r.startRedriven = true
+		r.redriveAll(ctx)
+	}
 	cons, err := r.consumer(ctx, stream, pos)
 	if err != nil {
 		return err
