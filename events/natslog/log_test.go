@@ -502,6 +502,20 @@ func TestAppendAtAPosition(t *testing.T) {
 	if seq, err := l.AppendAt(ctx, h1, seq2, seq3, renamed(t, "e3", "h1", "c", "d")); err != nil || seq != seq3+1 {
 		t.Fatalf("append at the stream's new position: %d, %v", seq, err)
 	}
+	// The log keeps what an append expected in the event's headers; a
+	// projector that cannot apply the event parks it with them, and the
+	// parked stream must not take them for its own.
+	st, err := l.JetStream().Stream(ctx, l.Stream(events.KindHoliday))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(ctx, seq2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Park(ctx, "holidays", h1, m.Header, m.Data, seq2, "cannot apply"); err != nil {
+		t.Fatalf("park an event appended at a position: %v", err)
+	}
 	// The inbox stream has its own positions.
 	if last, ok := l.Settled(events.KindInbox); last != 0 || !ok {
 		t.Fatalf("Settled of the inboxes: %d %v, want 0 true", last, ok)

@@ -49,7 +49,14 @@ func (p Parked) Event() (events.Event, error) { return Decode(p.Subject, p.Heade
 func (l *Log) Park(ctx context.Context, projector, subject string, h nats.Header, data []byte, seq uint64, reason string) error {
 	m := nats.NewMsg(ParkedSubject(projector))
 	for k, v := range h {
-		m.Header[k] = v
+		// The server's own headers stay behind: the stored event keeps what
+		// its append expected of the event stream (AppendAt's
+		// Nats-Expected-Last-Sequence), which the parked stream would check
+		// against itself and refuse, and the runner would retry the park
+		// forever with the projector stopped.
+		if len(k) < 5 || !strings.EqualFold(k[:5], "Nats-") {
+			m.Header[k] = v
+		}
 	}
 	if len(reason) > 1000 {
 		reason = reason[:1000]
@@ -58,7 +65,6 @@ func (l *Log) Park(ctx context.Context, projector, subject string, h nats.Header
 	m.Header.Set(HeaderParkedSeq, strconv.FormatUint(seq, 10))
 	m.Header.Set(HeaderParkedSubject, subject)
 	m.Header.Set(nats.MsgIdHdr, projector+":"+strconv.FormatUint(seq, 10))
-	m.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
 	m.Data = data
 	if _, err := l.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("park seq %d for %s: %w", seq, projector, err)
