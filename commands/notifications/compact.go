@@ -37,7 +37,7 @@ type LogEraser interface {
 	// it is writing (0: unknown, or never).
 	Turnover(ctx context.Context, subject string) (time.Duration, error)
 	// EraseParked erases the parked copies of events on subjects matching
-	// filter.
+	// filter that the log no longer holds.
 	EraseParked(ctx context.Context, filter string) (int, error)
 	// EraseSnapshots removes every aggregate's snapshot for good: an
 	// inbox's holds the ids and read dates of what an erasure removes.

@@ -251,7 +251,11 @@ func (l *Log) Subjects(ctx context.Context, filter string) ([]string, error) {
 	return out, nil
 }
 
-// EraseParked erases the parked events whose subject matches filter.
+// EraseParked erases the parked copies of events on subjects matching
+// filter that the log no longer holds. A copy lives as long as its event:
+// an erasure or a compaction leaves none of what it removed behind, and
+// none of what it kept (the events after its cut) goes with it, which no
+// redrive could then apply.
 func (l *Log) EraseParked(ctx context.Context, filter string) (int, error) {
 	info, err := l.parked.Info(ctx)
 	if err != nil {
@@ -260,25 +264,35 @@ func (l *Log) EraseParked(ctx context.Context, filter string) (int, error) {
 	if info.State.Msgs == 0 {
 		return 0, l.sync(ctx)
 	}
-	var seqs []uint64
+	var parked []Parked
 	err = l.ListParked(ctx, "", func(p Parked) error {
 		if subjectMatches(filter, p.Subject) {
-			seqs = append(seqs, p.ParkSeq)
+			parked = append(parked, p)
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	for _, seq := range seqs {
-		if err := remove(ctx, l.parked, seq, true); err != nil {
-			return 0, fmt.Errorf("erase parked %d: %w", seq, err)
+	n := 0
+	for _, p := range parked {
+		m, err := l.streamOf(p.Subject).GetMsg(ctx, p.Seq)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return n, fmt.Errorf("erase parked %d: is its event in the log: %w", p.ParkSeq, err)
+		case m.Subject == p.Subject:
+			continue // still in the log
 		}
+		if err := remove(ctx, l.parked, p.ParkSeq, true); err != nil {
+			return n, fmt.Errorf("erase parked %d: %w", p.ParkSeq, err)
+		}
+		n++
 	}
 	if err := l.sync(ctx); err != nil {
 		return 0, fmt.Errorf("erase parked: %w", err)
 	}
-	return len(seqs), nil
+	return n, nil
 }
 
 // subjectMatches reports whether subject matches filter, whose tokens may

@@ -140,3 +140,38 @@ func TestDeletingWhatIsAlreadyDeleted(t *testing.T) {
 		}
 	}
 }
+
+// A parked copy lives as long as its event: erasing what precedes a cut
+// (a compaction, a user's erasure) takes the copies of what it erased and
+// leaves those of what comes after, which a redrive must still apply.
+func TestParkedCopiesGoWithTheirEvents(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := t.Context()
+	h := holidaySubject("h1")
+	var seqs []uint64
+	for i := range 3 {
+		seq, err := l.Append(ctx, h, uint64(len(seqs)), renamed(t, fmt.Sprint("e", i), "h1", "a", "b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	for _, seq := range []uint64{seqs[0], seqs[2]} {
+		if err := l.Park(ctx, "holidays", h, nats.Header{}, []byte("{}"), seq, "cannot apply"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.EraseBefore(ctx, h, seqs[1], true); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.EraseParked(ctx, h); err != nil || n != 1 {
+		t.Fatalf("erased %d parked copies (%v), want 1", n, err)
+	}
+	var left []uint64
+	if err := l.ListParked(ctx, "holidays", func(p natslog.Parked) error { left = append(left, p.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, []uint64{seqs[2]}) {
+		t.Fatalf("parked copies left of events %v, want the one still in the log, %d", left, seqs[2])
+	}
+}
