@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -25,9 +26,10 @@ type Parking interface {
 	Park(ctx context.Context, projector, subject string, h nats.Header, data []byte, seq uint64, reason string) error
 	ListParked(ctx context.Context, projector string, fn func(natslog.Parked) error) error
 	Unpark(ctx context.Context, parkSeq uint64) error
-	// Read calls fn for each event of subject after position after: a
-	// parked event's aggregate goes on without it.
-	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
+	// ScanSubjects calls fn for each event on subjects matching filters
+	// (all of one stream) from the given position: what a parked event
+	// reaches goes on without it.
+	ScanSubjects(ctx context.Context, filters []string, from events.ScanFrom, fn func(events.Event) error) error
 }
 
 // RedrivenSubject is where a runner says that a redrive changed its read
@@ -88,92 +90,141 @@ func applyIsolated(ctx context.Context, tx *sqlx.Tx, p Projector, evs []events.E
 }
 
 // redrive applies this projector's parked events again, oldest first, and
-// unparks those that now apply. It reports how many were applied and how
-// many are still parked.
+// unparks those that now apply. It reports how many events were applied
+// and how many parked copies are left.
 func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
-	var parked []natslog.Parked
+	// Parking one event twice keeps one copy only within the log's
+	// duplicate window; a batch retried past it (the database down for
+	// longer) parks another. The event is applied once, and all its copies
+	// go with it.
+	copies := map[uint64][]natslog.Parked{}
+	var seqs []uint64
 	if err := r.cfg.Parking.ListParked(ctx, r.p.Name(), func(p natslog.Parked) error {
-		parked = append(parked, p)
+		if copies[p.Seq] == nil {
+			seqs = append(seqs, p.Seq)
+		}
+		copies[p.Seq] = append(copies[p.Seq], p)
 		return nil
 	}); err != nil {
 		return 0, 0, err
 	}
-	// Parking one event twice keeps one copy only within the log's
-	// duplicate window; a batch retried past it (the database down for
-	// longer) parks another. A second copy is never applied: it is unparked,
-	// or left beside the first if that one is still parked.
-	seen := map[uint64]bool{} // event sequences met, true once applied
-	for _, p := range parked {
-		if appliedBefore, ok := seen[p.Seq]; ok {
-			if appliedBefore {
-				if err := r.cfg.Parking.Unpark(ctx, p.ParkSeq); err != nil {
-					return applied, len(parked) - applied, err
-				}
-			} else {
-				left++
+	slices.Sort(seqs)
+	tried := map[uint64]bool{} // event sequences tried, true once applied
+	unpark := func(seq uint64) error {
+		for _, p := range copies[seq] {
+			if err := r.cfg.Parking.Unpark(ctx, p.ParkSeq); err != nil {
+				return err
 			}
-			continue
 		}
-		seen[p.Seq] = false
+		applied++
+		return nil
+	}
+	for _, seq := range seqs {
+		if _, ok := tried[seq]; ok {
+			continue // replayed after an earlier one
+		}
+		p := copies[seq][0]
+		tried[seq] = false
 		e, err := p.Event()
+		var later map[uint64]bool
 		if err == nil {
-			err = r.applyParked(ctx, p.Subject, e)
+			later, err = r.applyParked(ctx, p.Subject, e, copies)
 		}
 		if err != nil {
 			if !poisonous(err) {
-				return applied, len(parked) - applied, err
+				return applied, 0, err
 			}
 			r.cfg.Logger.Warn("parked event still cannot be applied", "seq", p.Seq, "err", err)
-			left++
 			continue
 		}
-		if err := r.cfg.Parking.Unpark(ctx, p.ParkSeq); err != nil {
-			return applied, len(parked) - applied, err
+		tried[seq] = true
+		if err := unpark(seq); err != nil {
+			return applied, 0, err
 		}
-		seen[p.Seq] = true
-		applied++
+		for seq, ok := range later {
+			if _, done := tried[seq]; done {
+				continue
+			}
+			tried[seq] = ok
+			if ok {
+				if err := unpark(seq); err != nil {
+					return applied, 0, err
+				}
+			}
+		}
+	}
+	for _, seq := range seqs {
+		if !tried[seq] {
+			left += len(copies[seq])
+		}
 	}
 	return applied, left, nil
 }
 
-// applyParked applies e, a parked event on subject, then the later events
-// of its aggregate again, up to where the runner is, in one transaction.
-// They were applied without it, and e alone would land after them: a
-// notification deleted since would be back, a holiday renamed since would
-// have its first name again. Applied in order after e, they leave what the
+// applyParked applies e, a parked event on subject, then again the later
+// events it reaches (reach), up to where the runner is, in one
+// transaction. They were applied without it, and e alone would land after
+// them: a notification deleted since would be back, a holiday renamed
+// since would have its first name, one created after its workspace's
+// erasure would be erased. Applied in order after e, they leave what the
 // log in order gives, since each statement of a projector sets what its
 // event says (a send inserts if absent, a read sets the read date, a
 // rename is guarded by its position). A later event that cannot be applied
-// either is skipped: it is parked too, and has its own turn. One the log
+// either is skipped (it is parked too). It returns which later events are
+// parked ones (in parked), and whether each applied. An event the log
 // cannot decode keeps e parked until it can be.
-func (r *Runner) applyParked(ctx context.Context, subject string, e events.Event) error {
+func (r *Runner) applyParked(ctx context.Context, subject string, e events.Event, parked map[uint64][]natslog.Parked) (map[uint64]bool, error) {
 	upTo := r.Position()
 	var later []events.Event
-	if _, err := r.cfg.Parking.Read(ctx, subject, e.Seq, func(l events.Event) error {
+	if err := r.cfg.Parking.ScanSubjects(ctx, reach(subject, e), events.ScanFrom{Seq: e.Seq + 1}, func(l events.Event) error {
 		if l.Seq > upTo {
 			return errEnough
 		}
 		later = append(later, l)
 		return nil
 	}); err != nil && !errors.Is(err, errEnough) {
-		return fmt.Errorf("read %s after parked seq %d: %w", subject, e.Seq, err)
+		return nil, fmt.Errorf("read what came after parked seq %d: %w", e.Seq, err)
 	}
 	tx, err := r.db.BeginTxx(ctx, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tx.Rollback()
 	if err := r.p.Apply(ctx, tx, []events.Event{e}); err != nil {
-		return fmt.Errorf("apply parked seq %d: %w", e.Seq, err)
+		return nil, fmt.Errorf("apply parked seq %d: %w", e.Seq, err)
 	}
 	poison, err := applyIsolated(ctx, tx, r.p, later)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	out := map[uint64]bool{}
+	for _, l := range later {
+		if parked[l.Seq] != nil {
+			out[l.Seq] = poison[l.Seq] == nil
+		}
 	}
 	for seq, err := range poison {
-		r.cfg.Logger.Warn("redrive: a later event of the aggregate cannot be applied", "parked_seq", e.Seq, "seq", seq, "err", err)
+		r.cfg.Logger.Warn("redrive: a later event cannot be applied", "parked_seq", e.Seq, "seq", seq, "err", err)
 	}
-	return tx.Commit()
+	return out, nil
+}
+
+// reach is what the event e on subject changes in a read model: its
+// aggregate's subject, or for a workspace's erasure every holiday and
+// resource of the workspace.
+func reach(subject string, e events.Event) []string {
+	if e.Aggregate.Kind != events.KindWorkspace {
+		return []string{subject}
+	}
+	ws := e.WorkspaceID
+	return []string{
+		events.Subject(ws, events.Aggregate{Kind: events.KindHoliday, ID: "*"}),
+		events.Subject(ws, events.Aggregate{Kind: events.KindResource, ID: "*"}),
+		events.Subject(ws, events.Aggregate{Kind: events.KindWorkspace, ID: "*"}),
+	}
 }
 
 var errEnough = errors.New("enough")

@@ -12,16 +12,18 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"astro/commands"
+	"astro/commands/holidays"
 	"astro/commands/notifications"
 	"astro/events"
 	"astro/events/natslog"
+	"astro/events/natstest"
 	"astro/projections"
 )
 
 // picky refuses some events until it is "fixed", as a projector with a bug
 // would, then applies them.
 type picky struct {
-	*projections.Notifications
+	projections.Model
 	mu     sync.Mutex
 	refuse map[uint64]bool // seqs to refuse
 }
@@ -44,7 +46,7 @@ func (p *picky) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) erro
 			return errors.Join(projections.ErrUnappliable, errors.New("a bug"))
 		}
 	}
-	return p.Notifications.Apply(ctx, tx, evs)
+	return p.Model.Apply(ctx, tx, evs)
 }
 
 func TestPoisonEventsAreParkedAndRedriven(t *testing.T) {
@@ -73,7 +75,7 @@ func TestPoisonEventsAreParkedAndRedriven(t *testing.T) {
 	last := f.history(t, 3)
 
 	db := migrated(t)
-	p := &picky{Notifications: notificationsProjector(t, db)}
+	p := &picky{Model: notificationsProjector(t, db)}
 	p.refuseOnly(buggy)
 	r, err := projections.NewRunner(f.log.JetStream(), db, p, projections.RunnerConfig{Stream: f.log.StreamFor(p.Subjects()[0]), Parking: f.log})
 	if err != nil {
@@ -161,7 +163,7 @@ func TestRedriveKeepsWhatCameAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := migrated(t)
-	p := &picky{Notifications: notificationsProjector(t, db)}
+	p := &picky{Model: notificationsProjector(t, db)}
 	p.refuseOnly(deletedAt, readAt)
 	r, stop := startWith(t, f, db, p, projections.RunnerConfig{Parking: f.log})
 	caughtUp(t, r, last)
@@ -206,7 +208,7 @@ func TestParkedEventsAreRedrivenAtStart(t *testing.T) {
 	ctx := context.Background()
 	last := f.history(t, 3)
 	db := migrated(t)
-	p := &picky{Notifications: notificationsProjector(t, db)}
+	p := &picky{Model: notificationsProjector(t, db)}
 	p.refuseOnly(last)
 	r, stop := startWith(t, f, db, p, projections.RunnerConfig{Parking: f.log})
 	caughtUp(t, r, last)
@@ -230,5 +232,87 @@ func TestParkedEventsAreRedrivenAtStart(t *testing.T) {
 	stop()
 	if got, want := dump(t, db)+counts(t, db), projectedClean(t, f, last); got != want {
 		t.Errorf("after the start the read model is\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestRedriveOfAWorkspaceErasure: an erasure reaches every holiday of its
+// workspace; redriven, it erases those created before it and keeps those
+// created after, as a projector that never refused it does.
+func TestRedriveOfAWorkspaceErasure(t *testing.T) {
+	ctx := context.Background()
+	l, err := natslog.Open(ctx, natstest.Conn(t), natslog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := commands.NewStore(l, l.Snapshots(), holidays.NewHoliday, commands.StoreConfig{Name: "holidays.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: "resources.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := holidays.NewHandlers(hs, rs, func(string) bool { return true }, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := commands.Caller{UserID: "u1", WorkspaceID: "w1"}
+	create := func(reason string) uint64 {
+		t.Helper()
+		_, _, res, err := h.Create.Handle(ctx, holidays.Create{Caller: c, Reason: &reason, Type: "global", DateFrom: "2027-01-01", DateTo: "2027-01-01"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Seq
+	}
+	create("before the erasure")
+	ws := events.Aggregate{Kind: events.KindWorkspace, ID: "w1"}
+	e, err := events.New("erasure-1", c.Meta(time.Now()), ws, events.WorkspaceErased{ErasureID: "erasure-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	erasedAt, err := l.Append(ctx, events.Subject("w1", ws), 0, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := create("after the erasure")
+
+	reasons := func(db *sqlx.DB) string {
+		t.Helper()
+		var rows []string
+		if err := db.Select(&rows, `SELECT reason FROM holidays ORDER BY seq`); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(rows)
+	}
+	f := fixture{log: l}
+	db := migrated(t)
+	hp, err := projections.NewHolidays(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &picky{Model: hp}
+	p.refuseOnly(erasedAt)
+	r, stop := startWith(t, f, db, p, projections.RunnerConfig{Parking: l})
+	caughtUp(t, r, last)
+	p.refuseOnly()
+	resp, err := l.JetStream().Conn().Request(projections.RedriveSubject("holidays"), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.Data); got != `{"projector":"holidays","applied":1,"parked":0}` {
+		t.Fatalf("redrive answered %s", got)
+	}
+	stop()
+
+	clean := migrated(t)
+	cp, err := projections.NewHolidays(ctx, clean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, _ := start(t, f, clean, cp, 0)
+	caughtUp(t, cr, last)
+	if got, want := reasons(db), reasons(clean); got != want || want != "[after the erasure]" {
+		t.Errorf("after the redrive the holidays are %s, want %s, and [after the erasure]", got, want)
 	}
 }
