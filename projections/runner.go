@@ -385,7 +385,9 @@ func (r *Runner) redriveAll(ctx context.Context) RedriveResult {
 	res := RedriveResult{Projector: r.p.Name(), Applied: applied, Parked: left}
 	if err != nil {
 		res.Error = err.Error()
-		r.cfg.Logger.Error("redrive", "err", err)
+		if ctx.Err() == nil { // else a shutdown cut it short
+			r.cfg.Logger.Error("redrive", "err", err)
+		}
 	}
 	if applied+left > 0 {
 		r.cfg.Logger.Info("redrive", "applied", applied, "still_parked", left)
