@@ -3,15 +3,13 @@ package api
 import (
 	"context"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"astro/commands"
 	"astro/events"
 )
 
 // Consistency tokens. Every write answers with the log position of what it
-// did (HeaderPosition). A read needs no token: it asks the log for the last
+// did (HeaderPosition), sealed (PositionSeal). A read needs no token: it asks the log for the last
 // position of the aggregates it shows and waits until the read model has
 // applied it, so it reflects every write answered before it began, the
 // caller's or anyone's, on any instance. A client may still send a
@@ -37,10 +35,6 @@ type Positions interface {
 	After(ctx context.Context, kind string, seq uint64) (bool, error)
 }
 
-func setPosition(w http.ResponseWriter, seq uint64) {
-	w.Header().Set(HeaderPosition, strconv.FormatUint(seq, 10))
-}
-
 // lastSeq is the log position of the newest event on any of subjects.
 func (s *Server) lastSeq(r *http.Request, subjects ...string) (uint64, error) {
 	var last uint64
@@ -63,11 +57,7 @@ func (s *Server) lastSeq(r *http.Request, subjects ...string) (uint64, error) {
 // at pos shows that data as it is at any later position. It is checked,
 // though: a position the log has not reached cannot come from a write.
 func (s *Server) await(w http.ResponseWriter, r *http.Request, m Waiter, pos uint64) error {
-	min, err := minPosition(r)
-	if err != nil {
-		return err
-	}
-	if min > pos {
+	if min := minPosition(r); min > pos {
 		if err := s.logHas(r, min); err != nil {
 			return err
 		}
@@ -102,24 +92,10 @@ func (s *Server) logHas(r *http.Request, min uint64) error {
 // reflects the whole log. The header is checked as on every other read,
 // so that no read takes what the others refuse.
 func (s *Server) checkMinPosition(r *http.Request) error {
-	min, err := minPosition(r)
-	if err != nil || min == 0 {
-		return err
+	if min := minPosition(r); min > 0 {
+		return s.logHas(r, min)
 	}
-	return s.logHas(r, min)
-}
-
-// minPosition is the position the client asked to read at, 0 if none.
-func minPosition(r *http.Request) (uint64, error) {
-	v := strings.TrimSpace(r.Header.Get(HeaderMinPosition))
-	if v == "" {
-		return 0, nil
-	}
-	min, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, commands.Invalid(map[string][]string{HeaderMinPosition: {"The position must be a whole number, as a write's " + HeaderPosition + " header gave it."}})
-	}
-	return min, nil
+	return nil
 }
 
 // fresh makes read model m reflect every event on subjects (and the

@@ -207,7 +207,7 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	setPosition(w, res.Seq)
+	s.setPosition(w, c, res.Seq)
 	writeOK(w, holidayDetail(id, h, scope))
 	return nil
 }
@@ -228,7 +228,7 @@ func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprou
 		case err != nil:
 			return err
 		case len(res.Events) > 0: // appended where the stream was at
-			setPosition(w, res.Seq)
+			s.setPosition(w, c, res.Seq)
 			writeOK(w, holidayDetail(id, h, scope))
 			return nil
 		}
@@ -243,7 +243,7 @@ func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprou
 	if err != nil {
 		return err
 	}
-	setPosition(w, res.Seq)
+	s.setPosition(w, c, res.Seq)
 	writeOK(w, holidayDetail(id, h, scope))
 	return nil
 }
@@ -363,7 +363,7 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 	if err != nil {
 		return err
 	}
-	setPosition(w, res.Seq)
+	s.setPosition(w, c, res.Seq)
 	writeOK(w, ResourceDto{ID: u.ResourceID, Name: u.Name, CountryCode: u.CountryCode, IsActive: u.IsActive, IsGuest: u.IsGuest})
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -57,7 +56,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		s.metrics.IdempotentReplay()
 		w.Header().Set("Idempotent-Replayed", "true")
 		if replay.Position > 0 {
-			setPosition(w, replay.Position)
+			s.setPosition(w, c, replay.Position)
 		}
 		w.WriteHeader(replay.Status)
 		_, _ = w.Write(replay.Body)
@@ -76,7 +75,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	if err := h(rec, wr, p, c); err != nil {
 		writeError(rec, wr, s.log, err)
 	}
-	position, _ := strconv.ParseUint(rec.Header().Get(HeaderPosition), 10, 64)
+	position, _ := s.seal.Open(c.WorkspaceID, rec.Header().Get(HeaderPosition))
 	err = claim.Settle(r.Context(), rec.status, rec.body.Bytes(), position)
 	switch {
 	case errors.Is(err, idempotency.ErrTooLarge):

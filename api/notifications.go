@@ -66,19 +66,19 @@ func (s *Server) notificationRoutes() {
 			return notFoundRoute(r)
 		}
 		at, res, err := s.cfg.Notifications.MarkAllRead.Handle(r.Context(), notifications.MarkAllRead{Caller: c})
-		return answerTimestamp(w, at, res, err)
+		return s.answerTimestamp(w, c, at, res, err)
 	}))
 	marks := s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		id := p.ByName("name")
 		switch p.ByName("action") {
 		case "markread":
 			at, res, err := s.cfg.Notifications.MarkRead.Handle(r.Context(), notifications.MarkRead{Caller: c, NotificationID: id})
-			return answerTimestamp(w, at, res, err)
+			return s.answerTimestamp(w, c, at, res, err)
 		case "markunread":
 			// The public document answers AstroResult here, without data:
 			// unlike a read, an unread notification has no date to show.
 			res, err := s.cfg.Notifications.MarkUnread.Handle(r.Context(), notifications.MarkUnread{Caller: c, NotificationID: id})
-			return answerEmpty(w, res, err)
+			return s.answerEmpty(w, c, res, err)
 		}
 		return notFoundRoute(r)
 	})
@@ -96,14 +96,14 @@ func (s *Server) notificationRoutes() {
 			return notFoundRoute(r)
 		}
 		res, err := s.cfg.Notifications.DeleteAll.Handle(r.Context(), notifications.DeleteAll{Caller: c})
-		return answerEmpty(w, res, err)
+		return s.answerEmpty(w, c, res, err)
 	}))
 	rt.DELETE(base+"/:name/:id", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {
 		if p.ByName("name") != "delete" {
 			return notFoundRoute(r)
 		}
 		res, err := s.cfg.Notifications.Delete.Handle(r.Context(), notifications.Delete{Caller: c, NotificationID: p.ByName("id")})
-		return answerEmpty(w, res, err)
+		return s.answerEmpty(w, c, res, err)
 	}))
 }
 
@@ -255,7 +255,7 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ http
 	if err != nil {
 		return err
 	}
-	setPosition(w, res.Seq)
+	s.setPosition(w, c, res.Seq)
 	writeOK(w, dto)
 	return nil
 }
@@ -345,20 +345,20 @@ func SentDto(e events.NotificationSent) query.NotificationDto {
 	}
 }
 
-func answerTimestamp(w http.ResponseWriter, at time.Time, res commands.Result, err error) error {
+func (s *Server) answerTimestamp(w http.ResponseWriter, c commands.Caller, at time.Time, res commands.Result, err error) error {
 	if err != nil {
 		return err
 	}
-	setPosition(w, res.Seq)
+	s.setPosition(w, c, res.Seq)
 	writeOK(w, NotificationTimestampDto{Timestamp: at})
 	return nil
 }
 
-func answerEmpty(w http.ResponseWriter, res commands.Result, err error) error {
+func (s *Server) answerEmpty(w http.ResponseWriter, c commands.Caller, res commands.Result, err error) error {
 	if err != nil {
 		return err
 	}
-	setPosition(w, res.Seq)
+	s.setPosition(w, c, res.Seq)
 	writeOK(w, nil)
 	return nil
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,10 @@ type Config struct {
 
 	// Log tells reads which log position the read models must reflect.
 	Log Positions
+	// PositionKey seals the log positions clients are given
+	// (PositionSeal); instances behind one address need the same key.
+	// Without one, the server makes its own.
+	PositionKey []byte
 
 	// Ready reports whether the log, the database and the projectors are
 	// up; /readyz answers 503 until it returns nil.
@@ -124,6 +129,7 @@ type Server struct {
 	methods methodTable
 	streams *streams
 	hub     *hub
+	seal    *PositionSeal
 	// maxWrite bounds a write under an Idempotency-Key: idempotency.MaxWrite,
 	// shorter in tests.
 	maxWrite time.Duration
@@ -163,8 +169,16 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.PositionKey == nil {
+		cfg.PositionKey = make([]byte, 32)
+		_, _ = rand.Read(cfg.PositionKey)
+	}
+	seal, err := NewPositionSeal(cfg.PositionKey)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, tokens: newTokenCache(tokenCacheSize), slots: newSlots(cfg.WorkspaceSlots, 5*time.Second), creates: newSlots(1, 5*time.Second), methods: methods, metrics: cfg.Metrics,
-		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max), hub: newHub(cfg.InboxLog, cfg.Logger), maxWrite: idempotency.MaxWrite}
+		streams: newStreams(cfg.Streams.PerUser, cfg.Streams.Max), hub: newHub(cfg.InboxLog, cfg.Logger), seal: seal, maxWrite: idempotency.MaxWrite}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}
@@ -365,6 +379,9 @@ func (s *Server) authed(h handler) httprouter.Handle {
 		c, err := s.caller(r)
 		if err == nil {
 			err = s.rateLimit(w, c.WorkspaceID, c.UserID)
+		}
+		if err == nil {
+			r, err = s.withMinPosition(r, c)
 		}
 		if err == nil && r.Method == http.MethodGet {
 			// Reads hold the read models' pool; writes append to the log,

@@ -254,7 +254,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		if _, err := s.streamFirst(ctx, a.subject, a.from); err != nil {
 			return err
 		}
-		s.startEvents(w)
+		s.startEvents(w, a.ws)
 		return nil
 	}
 
@@ -275,7 +275,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 
-	sw := s.startEvents(w)
+	sw := s.startEvents(w, a.ws)
 	// Reconnect after a second when the server ends the stream (a restart).
 	sw.raw("retry: 1000\n\n")
 	if s.catchUp(ctx, sw, a.subject, fold) {
@@ -288,6 +288,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 // until when, from where, and the slot it holds.
 type streamAdmission struct {
 	subject string
+	ws      string    // whose positions the stream seals
 	expires time.Time // of the token behind the stream; zero when it has none
 	from    streamFrom
 	release func() // gives the slot back
@@ -306,7 +307,7 @@ func (s *Server) admitStream(w http.ResponseWriter, r *http.Request) (streamAdmi
 	if err := s.rateLimit(w, c.WorkspaceID, c.UserID); err != nil {
 		return streamAdmission{}, err
 	}
-	after, resume, err := lastEventID(r)
+	after, resume, err := s.lastEventID(r, c)
 	if err != nil {
 		return streamAdmission{}, err
 	}
@@ -317,7 +318,7 @@ func (s *Server) admitStream(w http.ResponseWriter, r *http.Request) (streamAdmi
 		}
 		return streamAdmission{}, err
 	}
-	return streamAdmission{subject: inboxSubject(c), expires: expires, from: streamFrom{after: after, resume: resume}, release: release}, nil
+	return streamAdmission{subject: inboxSubject(c), ws: c.WorkspaceID, expires: expires, from: streamFrom{after: after, resume: resume}, release: release}, nil
 }
 
 // streamFrom is where a client asks its stream to start: after the
@@ -393,13 +394,14 @@ func (s *Server) startFold(ctx context.Context, subject string, from streamFrom,
 	return fold, nil
 }
 
-// startEvents answers the stream's head.
-func (s *Server) startEvents(w http.ResponseWriter) *sseWriter {
+// startEvents answers the stream's head. Event ids are positions of
+// workspace ws, sealed.
+func (s *Server) startEvents(w http.ResponseWriter, ws string) *sseWriter {
 	// The stream outlives the server's request deadlines; each write gets
 	// its own, so a client that stops reading cannot hold it forever.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
-	sw := &sseWriter{w: w, rc: rc, timeout: 2 * s.cfg.Streams.Heartbeat}
+	sw := &sseWriter{w: w, rc: rc, timeout: 2 * s.cfg.Streams.Heartbeat, id: func(seq uint64) string { return s.seal.Seal(ws, seq) }}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -566,10 +568,11 @@ func lastPart(e events.Event) (bool, error) {
 	return ok && part.Part == part.Parts, nil
 }
 
-// lastEventID is the position a reconnecting client saw last: the
+// lastEventID is the position a reconnecting client of c saw last: the
 // Last-Event-ID header EventSource sends, or lastEventId in the query for
-// a new EventSource that resumes where an old one stopped.
-func lastEventID(r *http.Request) (uint64, bool, error) {
+// a new EventSource that resumes where an old one stopped, as the stream
+// sealed it.
+func (s *Server) lastEventID(r *http.Request, c commands.Caller) (uint64, bool, error) {
 	name, v := "Last-Event-ID", strings.TrimSpace(r.Header.Get("Last-Event-ID"))
 	if v == "" {
 		name, v = "lastEventId", strings.TrimSpace(r.URL.Query().Get("lastEventId"))
@@ -577,9 +580,9 @@ func lastEventID(r *http.Request) (uint64, bool, error) {
 	if v == "" {
 		return 0, false, nil
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, false, commands.Invalid(map[string][]string{name: {"The position must be a whole number, an event id of this stream."}})
+	n, ok := s.seal.Open(c.WorkspaceID, v)
+	if !ok {
+		return 0, false, commands.Invalid(map[string][]string{name: {"The position must be an event id this stream gave."}})
 	}
 	return n, true, nil
 }
@@ -624,6 +627,7 @@ type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	id      func(seq uint64) string // an event's id, its position sealed
 	err     error
 }
 
@@ -645,7 +649,7 @@ func (sw *sseWriter) event(name string, id uint64, data any) {
 	}
 	var sb strings.Builder
 	if id > 0 {
-		sb.WriteString("id: " + strconv.FormatUint(id, 10) + "\n")
+		sb.WriteString("id: " + sw.id(id) + "\n")
 	}
 	sb.WriteString("event: " + name + "\ndata: ")
 	sb.Write(b) // JSON has no raw newline: one data line

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -39,22 +40,39 @@ func TestNormalIDs(t *testing.T) {
 	}
 }
 
-func TestMinPosition(t *testing.T) {
-	for _, c := range []struct {
-		header string
-		want   uint64
-		ok     bool
-	}{
-		{"", 0, true}, {"42", 42, true}, {" 7 ", 7, true},
-		{"-1", 0, false}, {"4.2", 0, false}, {"99999999999999999999", 0, false}, {"x", 0, false},
-	} {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		if c.header != "" {
-			r.Header.Set(HeaderMinPosition, c.header)
+// TestPositionSeal: a sealed position opens as itself for the workspace it
+// was sealed for, and for no other, under no other key; nothing else opens,
+// and a sealed position shows nothing of the number.
+func TestPositionSeal(t *testing.T) {
+	seal, err := NewPositionSeal([]byte("a key of at least thirty-two bytes!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewPositionSeal([]byte("another key of thirty-two bytes.."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{0, 1, 747, 784, 1<<64 - 1} {
+		tok := seal.Seal("w1", seq)
+		if got, ok := seal.Open("w1", tok); !ok || got != seq {
+			t.Errorf("Open(Seal(%d)) = %d, %v", seq, got, ok)
 		}
-		got, err := minPosition(r)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("minPosition(%q) = %d, %v; want %d, ok %v", c.header, got, err, c.want, c.ok)
+		if seal.Seal("w1", seq) != tok {
+			t.Errorf("position %d sealed twice looks different", seq)
+		}
+		if strings.Contains(tok, strconv.FormatUint(seq, 10)) && seq > 9 {
+			t.Errorf("%d sealed as %q shows the number", seq, tok)
+		}
+		if _, ok := seal.Open("w2", tok); ok {
+			t.Errorf("position %d of w1 opened for w2", seq)
+		}
+		if _, ok := other.Open("w1", tok); ok {
+			t.Errorf("position %d opened under another key", seq)
+		}
+	}
+	for _, tok := range []string{"", "42", "-1", " ", "AAAAAAAAAAAAAAAAAAAAAA", seal.Seal("w1", 5) + "=", "!!!!!!!!!!!!!!!!!!!!!!"} {
+		if got, ok := seal.Open("w1", tok); ok {
+			t.Errorf("Open(%q) = %d, true", tok, got)
 		}
 	}
 }

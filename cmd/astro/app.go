@@ -201,7 +201,9 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 			TicketKey: streamKey, TicketTTL: cfg.StreamTicketTTL, PerUser: cfg.StreamsPerUser, Max: cfg.StreamsMax, Heartbeat: cfg.StreamHeartbeat,
 		},
 		Holidays: holidayCmds, HolidayQueries: holidayQueries, HolidayHistory: holidayHistory, HolidaysProjected: holidayRunner,
-		Resources: resourceQueries, Log: evlog, Erasure: eraser,
+		// The stream ticket key seals positions too (it derives the seal's
+		// own keys): both must be the same on every instance.
+		Resources: resourceQueries, Log: evlog, PositionKey: streamKey, Erasure: eraser,
 		Idempotency: idem, RateLimiter: limiter, Now: now,
 		Ready: ready, Logger: log, RequestTimeout: cfg.RequestTimeout,
 		Metrics: metered, MetricsHandler: metricsHandler, Tracer: tr,

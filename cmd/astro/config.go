@@ -117,7 +117,7 @@ var settings = []setting{
 	{"debug-addr", "ASTRO_DEBUG_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address, to profile the service under load; keep it off public networks"},
 	{"ready-max-lag-events", "ASTRO_READY_MAX_LAG_EVENTS", "100000", "/readyz answers 503 while a projector has more events than this not applied; 0: no bound"},
 	{"ready-max-lag", "ASTRO_READY_MAX_LAG", "30s", "/readyz answers 503 while a projector's oldest unapplied event is older than this; 0: no bound"},
-	{"stream-ticket-key", "ASTRO_STREAM_TICKET_KEY", "", "key (at least 32 bytes) that signs notification stream tickets, the same on every instance; empty: generated and kept in the data directory"},
+	{"stream-ticket-key", "ASTRO_STREAM_TICKET_KEY", "", "key (at least 32 bytes) that signs notification stream tickets and seals log positions, the same on every instance; empty: generated and kept in the data directory"},
 	{"stream-ticket-ttl", "ASTRO_STREAM_TICKET_TTL", "5m", "how long a stream ticket opens the notification stream"},
 	{"streams-per-user", "ASTRO_STREAMS_PER_USER", "5", "notification streams one user may hold open on an instance; more answer 429"},
 	{"streams-max", "ASTRO_STREAMS_MAX", "10000", "notification streams an instance holds open; more answer 429"},

@@ -57,14 +57,7 @@ func TestWritesOnOneInstanceAreReadOnAnother(t *testing.T) {
 func TestPositionTokens(t *testing.T) {
 	s := startService(t)
 	svc, alice := sender(t, "w1"), token(t, "alice", "w1")
-	position := func(e envelope) uint64 {
-		t.Helper()
-		p, err := strconv.ParseUint(e.Header.Get("X-Astro-Position"), 10, 64)
-		if err != nil {
-			t.Fatalf("X-Astro-Position %q: %v", e.Header.Get("X-Astro-Position"), err)
-		}
-		return p
-	}
+	position := func(e envelope) uint64 { t.Helper(); return positionOf(t, e) }
 	// /history and ?asOf= read the log itself, and took any header.
 	h := s.createHoliday(alice, map[string]any{"reason": "Kept", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"})
 	body := map[string]any{"recipientId": "alice", "senderId": "0000b0b0-0000-4000-8000-000000000001", "notificationType": "task"}
@@ -81,13 +74,18 @@ func TestPositionTokens(t *testing.T) {
 		t.Fatalf("a no-op answered position %d, want the inbox's %d", position(again), position(read))
 	}
 
+	// Positions are sealed (api.PositionSeal): one bare, or another
+	// workspace's, is refused.
+	elsewhere := s.call("POST", sendPath, sender(t, "w2"), body).want(t, 200).Header.Get("X-Astro-Position")
 	tests := []struct {
 		name, min string
 		status    int
 	}{
-		{"a write's position", strconv.FormatUint(position(read), 10), 200},
-		{"an older one", "1", 200},
-		{"none yet in the log", strconv.FormatUint(position(read)+1000, 10), 400},
+		{"a write's position", read.Header.Get("X-Astro-Position"), 200},
+		{"an older one", sealPosition(t, 1), 200},
+		{"none yet in the log", sealPosition(t, position(read)+1000), 400},
+		{"a bare number", strconv.FormatUint(position(read), 10), 400},
+		{"another workspace's", elsewhere, 400},
 		{"not a number", "soon", 400},
 		{"negative", "-1", 400},
 	}

@@ -42,6 +42,10 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 const testSecret = "test-secret-test-secret-test-secret-0123456789"
 
+// testTicketKey signs the test services' stream tickets and seals their
+// positions, the same on every instance of a test (openPosition).
+const testTicketKey = "test-ticket-key-test-ticket-key-0123456789"
+
 // service is one Astro started as serve starts it, with its configuration
 // read as run reads it, on an embedded NATS and a fresh database of the
 // shared test PostgreSQL.
@@ -83,13 +87,14 @@ func serviceEnv(t testing.TB, opts ...serviceOption) (env map[string]string, nat
 	}
 	t.Cleanup(ns.Shutdown)
 	env = map[string]string{
-		"ASTRO_HTTP_ADDR":    "127.0.0.1:0",
-		"ASTRO_DATA_DIR":     t.TempDir(),
-		"ASTRO_NATS_URL":     ns.ClientURL(),
-		"ASTRO_DATABASE_URL": pgtest.URL(t),
-		"ASTRO_JWT_SECRET":   testSecret,
-		"ASTRO_RATE_LIMIT":   "off", // tests that need it turn it on
-		"ASTRO_LOG_LEVEL":    "warn",
+		"ASTRO_HTTP_ADDR":         "127.0.0.1:0",
+		"ASTRO_DATA_DIR":          t.TempDir(),
+		"ASTRO_NATS_URL":          ns.ClientURL(),
+		"ASTRO_DATABASE_URL":      pgtest.URL(t),
+		"ASTRO_JWT_SECRET":        testSecret,
+		"ASTRO_STREAM_TICKET_KEY": testTicketKey,
+		"ASTRO_RATE_LIMIT":        "off", // tests that need it turn it on
+		"ASTRO_LOG_LEVEL":         "warn",
 	}
 	for _, o := range opts {
 		o(env)

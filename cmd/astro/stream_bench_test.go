@@ -28,7 +28,7 @@ func BenchmarkStreams(b *testing.B) {
 	p := startProgram(b, workers, "ASTRO_STREAMS_MAX="+strconv.Itoa(streams))
 	base, client, logs := p.base, p.client, p.logs
 	rss := func() float64 { return p.memoryKB(b, "VmRSS") }
-	send := func(user int) (uint64, time.Duration) {
+	send := func(user int) (string, time.Duration) {
 		body := fmt.Sprintf(`{"recipientId":"user-%d","senderId":"0000b0b0-0000-4000-8000-000000000001","notificationType":"task","subject":"Task","message":"A task"}`, user)
 		req, _ := http.NewRequest("POST", base+sendPath, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+sender(b, "w1"))
@@ -44,8 +44,7 @@ func BenchmarkStreams(b *testing.B) {
 		if resp.StatusCode != 200 {
 			b.Fatalf("send: HTTP %d", resp.StatusCode)
 		}
-		pos, _ := strconv.ParseUint(resp.Header.Get("X-Astro-Position"), 10, 64)
-		return pos, took
+		return resp.Header.Get("X-Astro-Position"), took
 	}
 	// Every user has a notification, so a stream starts from a real inbox.
 	for u := range streams {
@@ -53,7 +52,7 @@ func BenchmarkStreams(b *testing.B) {
 	}
 
 	type arrival struct {
-		id uint64
+		id string // a position, sealed as the write's answer has it
 		at time.Time
 	}
 	arrivals := make(chan arrival, 1024)
@@ -81,7 +80,7 @@ func BenchmarkStreams(b *testing.B) {
 					close(snapshot)
 				}
 			}()
-			var id uint64
+			var id string
 			var name string
 			for {
 				line, err := rd.ReadString('\n')
@@ -91,7 +90,7 @@ func BenchmarkStreams(b *testing.B) {
 				line = strings.TrimRight(line, "\n")
 				switch {
 				case strings.HasPrefix(line, "id: "):
-					id, _ = strconv.ParseUint(line[4:], 10, 64)
+					id = line[4:]
 				case strings.HasPrefix(line, "event: "):
 					name = line[7:]
 				case line == "" && name == "snapshot":
@@ -133,7 +132,7 @@ func BenchmarkStreams(b *testing.B) {
 			select {
 			case a = <-arrivals:
 			case <-time.After(30 * time.Second):
-				b.Fatalf("send %d (position %d): no event on its stream within 30 s\n%s", i, pos, logs.String())
+				b.Fatalf("send %d (position %s): no event on its stream within 30 s\n%s", i, pos, logs.String())
 			}
 			if a.id == pos {
 				// An event can beat the answer's last bytes: no delay then.

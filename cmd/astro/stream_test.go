@@ -7,12 +7,13 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"astro/api"
 )
 
 const streamPath = "/api/data/notifications/stream"
@@ -27,11 +28,32 @@ type sseEvent struct {
 
 func (e sseEvent) seq(t testing.TB) uint64 {
 	t.Helper()
-	n, err := strconv.ParseUint(e.ID, 10, 64)
-	if err != nil {
+	n, ok := openPosition(t, e.ID)
+	if !ok {
 		t.Fatalf("event %s: id %q is not a position", e.Name, e.ID)
 	}
 	return n
+}
+
+// openPosition is the position a test service sealed as token in
+// workspace w1.
+func openPosition(t testing.TB, token string) (uint64, bool) {
+	t.Helper()
+	seal, err := api.NewPositionSeal([]byte(testTicketKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seal.Open("w1", token)
+}
+
+// sealPosition is position seq as a test service seals it in workspace w1.
+func sealPosition(t testing.TB, seq uint64) string {
+	t.Helper()
+	seal, err := api.NewPositionSeal([]byte(testTicketKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seal.Seal("w1", seq)
 }
 
 // streamChange is the data of a notification or snapshot event.
@@ -172,11 +194,12 @@ func (st *sseStream) ended() []sseEvent {
 	}
 }
 
+// positionOf is the position a write in workspace w1 answered.
 func positionOf(t testing.TB, e envelope) uint64 {
 	t.Helper()
-	p, err := strconv.ParseUint(e.Header.Get("X-Astro-Position"), 10, 64)
-	if err != nil {
-		t.Fatalf("X-Astro-Position %q: %v", e.Header.Get("X-Astro-Position"), err)
+	p, ok := openPosition(t, e.Header.Get("X-Astro-Position"))
+	if !ok {
+		t.Fatalf("X-Astro-Position %q is not a position of w1", e.Header.Get("X-Astro-Position"))
 	}
 	return p
 }
@@ -327,15 +350,19 @@ func TestNotificationStreamFollowsTheInbox(t *testing.T) {
 }
 
 // TestNotificationStreamBadPositions: a Last-Event-ID that is not a
-// position, or one past the log's end, is refused.
+// position this stream gave (a bare number, another workspace's), or one
+// past the log's end, is refused.
 func TestNotificationStreamBadPositions(t *testing.T) {
 	s := startService(t)
 	alice := token(t, "alice", "w1")
 	s.call("POST", sendPath, sender(t, "w1"), sendBody("alice")).want(t, 200)
+	other := s.call("POST", sendPath, sender(t, "w2"), sendBody("alice")).want(t, 200).Header.Get("X-Astro-Position")
 	for _, c := range []struct{ query, header, field string }{
 		{"", "abc", "Last-Event-ID"},
 		{"", "-1", "Last-Event-ID"},
-		{"", "999999", "Last-Event-ID"},
+		{"", "1", "Last-Event-ID"},
+		{"", sealPosition(t, 999999), "Last-Event-ID"},
+		{"", other, "Last-Event-ID"},
 		{"?lastEventId=x", "", "lastEventId"},
 	} {
 		var headers []string
@@ -414,7 +441,7 @@ func TestNotificationStreamAcrossInstances(t *testing.T) {
 		t.Fatalf("resumed on b: %s at %s, want total 21 at %d", e.Data, e.ID, pos)
 	}
 	resumed.close()
-	last.ID = strconv.FormatUint(pos, 10)
+	last.ID = sealPosition(t, pos)
 
 	// Others write on, and limits cut the log's head past alice's last.
 	for range 10 {
@@ -605,7 +632,7 @@ func TestNotificationStreamEndsOnShutdown(t *testing.T) {
 func TestNotificationStreamHeadHoldsNothing(t *testing.T) {
 	s := startService(t, func(env map[string]string) { env["ASTRO_STREAMS_PER_USER"] = "3" })
 	alice, carol, dave := token(t, "alice", "w1"), token(t, "carol", "w1"), token(t, "dave", "w1")
-	pos := strconv.FormatUint(positionOf(t, s.call("POST", sendPath, sender(t, "w1"), sendBody("alice")).want(t, 200)), 10)
+	pos := s.call("POST", sendPath, sender(t, "w1"), sendBody("alice")).want(t, 200).Header.Get("X-Astro-Position")
 	head := func(tok, lastEventID string) *http.Response {
 		t.Helper()
 		req, err := http.NewRequest("HEAD", s.base+streamPath, nil)
@@ -639,10 +666,11 @@ func TestNotificationStreamHeadHoldsNothing(t *testing.T) {
 		status                 int
 	}{
 		{"a new client", carol, "", 200},
-		{"an empty inbox, any position", carol, "999999", 200}, // a snapshot
+		{"an empty inbox, any position", carol, sealPosition(t, 999999), 200}, // a snapshot
 		{"a resume", alice, pos, 200},
-		{"a position past the log's end", alice, "999999", 400},
+		{"a position past the log's end", alice, sealPosition(t, 999999), 400},
 		{"not a position", alice, "x", 400},
+		{"a bare number", alice, "1", 400},
 	}
 	before := loads()
 	for _, c := range cases {

@@ -1,0 +1,110 @@
+package api
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"strings"
+
+	"astro/commands"
+)
+
+// PositionSeal seals the log positions a client is given (a write's
+// X-Astro-Position, the notification stream's event ids) and opens the ones
+// it sends back. A position is a count of every workspace's events in a
+// stream they all share: handed out bare, it would tell any caller how
+// busy the others are, and a position sent back, checked against the log's
+// end, would let one probe it. Sealed, a position says nothing to anyone
+// but the instances holding the key, and opens only for the workspace it
+// was given in.
+type PositionSeal struct {
+	block cipher.Block
+	tags  []byte // key of the workspace tags
+}
+
+// NewPositionSeal derives the seal's keys from key.
+func NewPositionSeal(key []byte) (*PositionSeal, error) {
+	if len(key) == 0 {
+		return nil, errors.New("api: a position seal needs a key")
+	}
+	derive := func(label string) []byte {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(label))
+		return m.Sum(nil)
+	}
+	block, err := aes.NewCipher(derive("astro log positions: cipher")[:16])
+	if err != nil {
+		return nil, err
+	}
+	return &PositionSeal{block: block, tags: derive("astro log positions: workspace")}, nil
+}
+
+// sealedLen is the length of a sealed position: one cipher block, in
+// unpadded base64url.
+const sealedLen = 22
+
+func (p *PositionSeal) tag(workspaceID string) []byte {
+	m := hmac.New(sha256.New, p.tags)
+	m.Write([]byte(workspaceID))
+	return m.Sum(nil)[:8]
+}
+
+// Seal is position seq as a client of workspaceID sees it. One block,
+// the position beside the workspace's tag, enciphered: the same position
+// of the same workspace always looks the same, and nothing else shows.
+func (p *PositionSeal) Seal(workspaceID string, seq uint64) string {
+	var b [aes.BlockSize]byte
+	binary.BigEndian.PutUint64(b[:8], seq)
+	copy(b[8:], p.tag(workspaceID))
+	p.block.Encrypt(b[:], b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Open is the position token stands for, if Seal gave it for workspaceID.
+func (p *PositionSeal) Open(workspaceID, token string) (uint64, bool) {
+	if len(token) != sealedLen {
+		return 0, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(b) != aes.BlockSize {
+		return 0, false
+	}
+	p.block.Decrypt(b, b)
+	if !hmac.Equal(b[8:], p.tag(workspaceID)) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b[:8]), true
+}
+
+// minPositionKey keys the position a read was asked to reach, opened.
+type minPositionKey struct{}
+
+// withMinPosition opens the position the client asked c's read to reach,
+// if any, for minPosition.
+func (s *Server) withMinPosition(r *http.Request, c commands.Caller) (*http.Request, error) {
+	v := strings.TrimSpace(r.Header.Get(HeaderMinPosition))
+	if v == "" {
+		return r, nil
+	}
+	seq, ok := s.seal.Open(c.WorkspaceID, v)
+	if !ok {
+		return r, commands.Invalid(map[string][]string{HeaderMinPosition: {"The position must be one a write's " + HeaderPosition + " header gave, in this workspace."}})
+	}
+	return r.WithContext(context.WithValue(r.Context(), minPositionKey{}, seq)), nil
+}
+
+// minPosition is the position the client asked to read at, 0 if none.
+func minPosition(r *http.Request) uint64 {
+	seq, _ := r.Context().Value(minPositionKey{}).(uint64)
+	return seq
+}
+
+func (s *Server) setPosition(w http.ResponseWriter, c commands.Caller, seq uint64) {
+	w.Header().Set(HeaderPosition, s.seal.Seal(c.WorkspaceID, seq))
+}
