@@ -131,7 +131,7 @@ func (s *Server) holidayRoutes() {
 		if p.ByName("what") != "history" {
 			return notFoundRoute(r)
 		}
-		after, limit, err := historyPage(r.URL.Query())
+		after, limit, err := s.historyPage(r.URL.Query(), c)
 		if err != nil {
 			return err
 		}
@@ -142,7 +142,11 @@ func (s *Server) holidayRoutes() {
 		if err != nil {
 			return err
 		}
-		writeOK(w, h)
+		page := make([]HolidayHistoryEntryDto, len(h))
+		for i, e := range h {
+			page[i] = HolidayHistoryEntryDto{HolidayEvent: e, Sequence: s.seal.Seal(c.WorkspaceID, e.Sequence)}
+		}
+		writeOK(w, page)
 		return nil
 	}))
 	rt.PUT(base+"/:id", s.authed(s.renameHoliday))
@@ -368,10 +372,18 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 	return nil
 }
 
+// HolidayHistoryEntryDto is an entry of a holiday's history as c is
+// given it: its log position sealed, as a write's X-Astro-Position is
+// (PositionSeal), so the same event has the same position in both.
+type HolidayHistoryEntryDto struct {
+	history.HolidayEvent
+	Sequence string `json:"sequence"`
+}
+
 // historyPage reads a history page's bounds: after, the sequence of the
-// last entry of the page before (none: from the start), and $top, how many
-// entries at most (none: history.MaxPage).
-func historyPage(q url.Values) (after uint64, limit int, err error) {
+// last entry of the page before (none: from the start), as c was given it,
+// and $top, how many entries at most (none: history.MaxPage).
+func (s *Server) historyPage(q url.Values, c commands.Caller) (after uint64, limit int, err error) {
 	if err := singleValued(q, "after", "$top"); err != nil {
 		return 0, 0, err
 	}
@@ -379,8 +391,9 @@ func historyPage(q url.Values) (after uint64, limit int, err error) {
 	if a := strings.TrimSpace(q.Get("after")); a != "" {
 		// The largest uint64 is no entry's sequence, and the log's read
 		// from the one after it would wrap around to the start.
-		if after, err = strconv.ParseUint(a, 10, 64); err != nil || after == math.MaxUint64 {
-			v.Add("after", fmt.Sprintf("after must be a whole number from 0 to %d: the sequence of the last entry of the page before.", uint64(math.MaxUint64-1)))
+		var ok bool
+		if after, ok = s.seal.Open(c.WorkspaceID, a); !ok || after == math.MaxUint64 {
+			v.Add("after", "after must be the sequence of the last entry of the page before, as it was given.")
 		}
 	}
 	if t := strings.TrimSpace(q.Get("$top")); t != "" {

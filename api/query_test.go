@@ -124,6 +124,12 @@ func TestQueryNamesCoverTheDocument(t *testing.T) {
 }
 
 func TestHistoryPage(t *testing.T) {
+	seal, err := NewPositionSeal([]byte("a key of at least thirty-two bytes!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{seal: seal}
+	c := commands.Caller{UserID: "u1", WorkspaceID: "w1"}
 	for _, tc := range []struct {
 		raw     string
 		after   uint64
@@ -131,11 +137,12 @@ func TestHistoryPage(t *testing.T) {
 		refused string // the field refused
 	}{
 		{"", 0, 0, ""},
-		{"after=0&$top=1", 0, 1, ""},
-		{"after=%2042%20", 42, 0, ""},
-		{"after=18446744073709551614&$top=1000", math.MaxUint64 - 1, 1000, ""},
-		{"after=18446744073709551615", 0, 0, "after"}, // after+1 would wrap around to the start
-		{"after=18446744073709551616", 0, 0, "after"},
+		{"after=" + seal.Seal("w1", 0) + "&$top=1", 0, 1, ""},
+		{"after=%20" + seal.Seal("w1", 42) + "%20", 42, 0, ""},
+		{"after=" + seal.Seal("w1", math.MaxUint64-1) + "&$top=1000", math.MaxUint64 - 1, 1000, ""},
+		{"after=" + seal.Seal("w1", math.MaxUint64), 0, 0, "after"}, // after+1 would wrap around to the start
+		{"after=" + seal.Seal("w2", 42), 0, 0, "after"},             // another workspace's
+		{"after=42", 0, 0, "after"},                                 // bare
 		{"after=-1", 0, 0, "after"},
 		{"after=x", 0, 0, "after"},
 		{"$top=0", 0, 0, "$top"},
@@ -145,7 +152,7 @@ func TestHistoryPage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		after, limit, err := historyPage(q)
+		after, limit, err := s.historyPage(q, c)
 		var e *commands.Error
 		switch {
 		case tc.refused == "" && (err != nil || after != tc.after || limit != tc.limit):

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -43,7 +44,7 @@ func idsOf(names ...string) []string {
 }
 
 type historyEntry struct {
-	Sequence        uint64    `json:"sequence"`
+	Sequence        string    `json:"sequence"` // sealed, as X-Astro-Position
 	CorrelationID   string    `json:"correlationId"`
 	Type            string    `json:"type"`
 	Time            time.Time `json:"time"`
@@ -216,9 +217,10 @@ func TestHolidayErrors(t *testing.T) {
 		{"get malformed id", "GET", "/api/data/holidays/nope", nil, nil, 400, "id"},
 		{"get unknown id", "GET", "/api/data/holidays/" + unknown, nil, nil, 404, ""},
 		{"history unknown id", "GET", "/api/data/holidays/" + unknown + "/history", nil, nil, 404, ""},
-		{"history unknown id after a position", "GET", "/api/data/holidays/" + unknown + "/history?after=1", nil, nil, 404, ""},
+		{"history unknown id after a position", "GET", "/api/data/holidays/" + unknown + "/history?after=" + sealPosition(t, 1), nil, nil, 404, ""},
 		{"history after not a number", "GET", "/api/data/holidays/" + h.ID + "/history?after=x", nil, nil, 400, "after"},
-		{"history after the largest number", "GET", "/api/data/holidays/" + h.ID + "/history?after=18446744073709551615", nil, nil, 400, "after"},
+		{"history after the largest number", "GET", "/api/data/holidays/" + h.ID + "/history?after=" + sealPosition(t, math.MaxUint64), nil, nil, 400, "after"},
+		{"history after a bare number", "GET", "/api/data/holidays/" + h.ID + "/history?after=1", nil, nil, 400, "after"},
 		{"history top zero", "GET", "/api/data/holidays/" + h.ID + "/history?$top=0", nil, nil, 400, "$top"},
 		{"history top too large", "GET", "/api/data/holidays/" + h.ID + "/history?$top=1001", nil, nil, 400, "$top"},
 		{"asOf malformed", "GET", "/api/data/holidays/" + h.ID + "?asOf=yesterday", nil, nil, 400, "asOf"},
@@ -288,14 +290,18 @@ func TestHolidayHistoryPages(t *testing.T) {
 	s := startService(t)
 	alice := token(t, "alice", "w1")
 	h := s.createHoliday(alice, map[string]any{"reason": "r0", "type": "global", "dateFrom": "2027-05-01", "dateTo": "2027-05-01"})
+	var renamedAt string
 	for i := 1; i <= 4; i++ {
-		s.call("PUT", "/api/data/holidays/"+h.ID, alice, map[string]any{"reason": fmt.Sprintf("r%d", i)}).want(t, 200)
+		renamedAt = s.call("PUT", "/api/data/holidays/"+h.ID, alice, map[string]any{"reason": fmt.Sprintf("r%d", i)}).want(t, 200).Header.Get("X-Astro-Position")
 	}
 	var all, paged []historyEntry
 	s.call("GET", "/api/data/holidays/"+h.ID+"/history", alice, nil).want(t, 200).decode(t, &all)
-	for after := uint64(0); ; {
+	if len(all) == 5 && all[4].Sequence != renamedAt {
+		t.Fatalf("the last rename answered position %q, its history entry %q", renamedAt, all[4].Sequence)
+	}
+	for after := ""; ; {
 		var page []historyEntry
-		s.call("GET", fmt.Sprintf("/api/data/holidays/%s/history?$top=2&after=%d", h.ID, after), alice, nil).want(t, 200).decode(t, &page)
+		s.call("GET", fmt.Sprintf("/api/data/holidays/%s/history?$top=2&after=%s", h.ID, after), alice, nil).want(t, 200).decode(t, &page)
 		if len(page) > 2 {
 			t.Fatalf("a page of %d entries, want at most 2", len(page))
 		}
@@ -308,7 +314,7 @@ func TestHolidayHistoryPages(t *testing.T) {
 	if len(all) != 5 || !slices.EqualFunc(all, paged, func(a, b historyEntry) bool { return a.Sequence == b.Sequence && a.NewReason == b.NewReason }) {
 		t.Fatalf("history %+v, in pages %+v; want the 5 entries both ways", all, paged)
 	}
-	if env := s.call("GET", fmt.Sprintf("/api/data/holidays/%s/history?after=%d", h.ID, all[4].Sequence), alice, nil).want(t, 200); string(env.Data) != "[]" {
+	if env := s.call("GET", fmt.Sprintf("/api/data/holidays/%s/history?after=%s", h.ID, all[4].Sequence), alice, nil).want(t, 200); string(env.Data) != "[]" {
 		t.Fatalf("past the last entry: %s, want []", env.Data)
 	}
 }
