@@ -122,7 +122,8 @@ func TestNotificationLifecycle(t *testing.T) {
 	s.call("DELETE", "/api/data/notifications/delete/"+n2.ID, alice, nil).want(t, 404)
 
 	s.send(svc, "alice", "dave", "task")
-	s.call("POST", "/api/data/notifications/markallread", alice, nil).want(t, 200)
+	var all struct{ Timestamp time.Time }
+	s.call("POST", "/api/data/notifications/markallread", alice, nil).want(t, 200).decode(t, &all)
 	if got := s.unread(alice); got != 0 {
 		t.Fatalf("unread after markallread: %d", got)
 	}
@@ -134,6 +135,12 @@ func TestNotificationLifecycle(t *testing.T) {
 		if it.ReadDate == nil {
 			t.Fatalf("notification %s unread after markallread", it.ID)
 		}
+	}
+	// Again, with nothing unread: the date they were read, not a new one.
+	var allAgain struct{ Timestamp time.Time }
+	s.call("POST", "/api/data/notifications/markallread", alice, nil).want(t, 200).decode(t, &allAgain)
+	if !allAgain.Timestamp.Equal(all.Timestamp) {
+		t.Fatalf("second markallread answered %v, want the first's %v", allAgain.Timestamp, all.Timestamp)
 	}
 	s.call("DELETE", "/api/data/notifications/deleteall", alice, nil).want(t, 200)
 	if p := s.page(alice, ""); p.TotalCount != 0 || len(p.Items) != 0 {

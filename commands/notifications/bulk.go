@@ -18,8 +18,9 @@ type MarkAllReadHandler struct{ deps }
 func (h MarkAllReadHandler) Handle(ctx context.Context, cmd MarkAllRead) (time.Time, commands.Result, error) {
 	var at time.Time
 	res, err := h.execute(ctx, cmd.Caller, cmd.Caller.UserID, func(in *Inbox, now time.Time) ([]events.Payload, error) {
-		at = now
-		return in.MarkAllRead(cmd.Caller.UserID, now), nil
+		var ps []events.Payload
+		at, ps = in.MarkAllRead(cmd.Caller.UserID, now)
+		return ps, nil
 	})
 	return at, res, err
 }

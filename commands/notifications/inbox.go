@@ -201,19 +201,26 @@ func (in *Inbox) MarkUnread(recipient, id string) ([]events.Payload, error) {
 	return []events.Payload{events.NotificationUnread{NotificationID: in.items[i].id.String(), RecipientID: recipient}}, nil
 }
 
-// MarkAllRead decides marking every unread notification read at now;
-// nothing when none is unread.
-func (in *Inbox) MarkAllRead(recipient string, now time.Time) []events.Payload {
+// MarkAllRead decides marking every unread notification read at now, and
+// returns when all were read: now, or when none is unread (nothing to
+// decide) the newest read date the inbox holds, as MarkRead answers a
+// notification already read; now for an empty inbox.
+func (in *Inbox) MarkAllRead(recipient string, now time.Time) (time.Time, []events.Payload) {
 	var ids []string
+	var newest int64
 	for _, it := range in.items {
 		if it.read == 0 {
 			ids = append(ids, it.id.String())
 		}
+		newest = max(newest, it.read)
 	}
-	if len(ids) == 0 {
-		return nil
+	switch {
+	case len(ids) > 0:
+		return now, []events.Payload{events.AllNotificationsRead{RecipientID: recipient, NotificationIDs: ids, ReadDate: now}}
+	case newest > 0:
+		return time.UnixMicro(newest).UTC(), nil
 	}
-	return []events.Payload{events.AllNotificationsRead{RecipientID: recipient, NotificationIDs: ids, ReadDate: now}}
+	return now, nil
 }
 
 // DeleteAll decides deleting every pending notification; nothing when

@@ -97,7 +97,10 @@ func TestInboxDecisions(t *testing.T) {
 			[]events.Payload{events.NotificationUnread{NotificationID: id(2), RecipientID: "u"}}, ""},
 		{"mark unread unread", func(in *Inbox) ([]events.Payload, error) { return in.MarkUnread("u", id(1)) }, nil, ""},
 		{"mark unread unknown", func(in *Inbox) ([]events.Payload, error) { return in.MarkUnread("u", id(9)) }, nil, commands.ENotFound},
-		{"mark all read", func(in *Inbox) ([]events.Payload, error) { return in.MarkAllRead("u", now), nil },
+		{"mark all read", func(in *Inbox) ([]events.Payload, error) {
+			_, ps := in.MarkAllRead("u", now)
+			return ps, nil
+		},
 			[]events.Payload{events.AllNotificationsRead{RecipientID: "u", NotificationIDs: []string{id(1)}, ReadDate: now}}, ""},
 		{"delete all", func(in *Inbox) ([]events.Payload, error) { return in.DeleteAll("u"), nil },
 			[]events.Payload{events.AllNotificationsDeleted{RecipientID: "u", NotificationIDs: []string{id(1), id(2)}, Reason: events.ReasonBulk}}, ""},
@@ -132,9 +135,27 @@ func TestMarkReadAgainKeepsFirstDate(t *testing.T) {
 	}
 }
 
+// TestMarkAllReadAgainKeepsTheDate: with nothing unread, marking all read
+// decides nothing and answers when they were read, as MarkRead does for
+// one, not a time no notification was read at.
+func TestMarkAllReadAgainKeepsTheDate(t *testing.T) {
+	then := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	in := NewInbox()
+	apply(t, in, sent(1), sent(2), events.NotificationRead{NotificationID: id(1), ReadDate: then.Add(-time.Hour)},
+		events.AllNotificationsRead{NotificationIDs: []string{id(2)}, ReadDate: then})
+	at, ps := in.MarkAllRead("u", then.Add(time.Hour))
+	if len(ps) != 0 || !at.Equal(then) {
+		t.Fatalf("mark all read again: %v %+v, want %v and no event", at, ps, then)
+	}
+	now := then.Add(2 * time.Hour)
+	if at, _ := NewInbox().MarkAllRead("u", now); !at.Equal(now) {
+		t.Fatalf("mark all read of an empty inbox answered %v, want now", at)
+	}
+}
+
 func TestEmptyInboxBulkDecidesNothing(t *testing.T) {
 	in := NewInbox()
-	if ps := in.MarkAllRead("u", time.Now()); ps != nil {
+	if _, ps := in.MarkAllRead("u", time.Now()); ps != nil {
 		t.Fatalf("mark all read on nothing: %+v", ps)
 	}
 	if ps := in.DeleteAll("u"); ps != nil {
