@@ -184,7 +184,8 @@ func (c *Compactor) Compact(ctx context.Context, workspace, recipient string) (C
 func (c *Compactor) compact(ctx context.Context, workspace, recipient string) (Compacted, error) {
 	agg := events.Aggregate{Kind: events.KindInbox, ID: recipient}
 	subject := events.Subject(workspace, agg)
-	if err := c.ledger.Begin(ctx, subject); err != nil {
+	key := compactionKey(subject)
+	if err := c.ledger.Begin(ctx, key); err != nil {
 		return Compacted{}, err
 	}
 	var res commands.Result
@@ -248,11 +249,20 @@ func (c *Compactor) compact(ctx context.Context, workspace, recipient string) (C
 		return out, err
 	}
 	out.Overwrote = overwrite
-	if out.Erased, err = c.finish(ctx, subject, out.Seq, out.Overwrote, false); err != nil {
+	if out.Erased, err = c.finish(ctx, subject, key, out.Seq, out.Overwrote, false); err != nil {
 		return out, err
 	}
 	return out, nil
 }
+
+// compactionKey is the ledger's key of a compaction of subject, beside an
+// erasure's (subject itself): each closes its own entry only. The lock
+// that keeps them apart is one process's, and a compaction on one instance
+// that closed the entry of an erasure under way on another would leave
+// that erasure, cut short, for nobody to finish.
+func compactionKey(subject string) string { return subject + compactionSuffix }
+
+const compactionSuffix = ".compaction"
 
 // overwrites tells whether a compaction of subject overwrites what it
 // removes: unless the log's turnover drops its blocks within a quarter of

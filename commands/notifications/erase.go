@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"astro/commands"
@@ -70,7 +71,7 @@ func (c *Compactor) eraseInbox(ctx context.Context, by commands.Caller, recipien
 	if out.Seq == 0 {
 		return Erased{}, fmt.Errorf("erase %s: the erasure's event is neither appended nor in the log", subject)
 	}
-	if out.Events, err = c.finish(ctx, subject, out.Seq, true, dropSnapshots); err != nil {
+	if out.Events, err = c.finish(ctx, subject, subject, out.Seq, true, dropSnapshots); err != nil {
 		return out, err
 	}
 	return out, nil
@@ -79,8 +80,8 @@ func (c *Compactor) eraseInbox(ctx context.Context, by commands.Caller, recipien
 // finish erases every event of subject before cut, and its parked copies,
 // and with dropSnapshots every snapshot (a user's erasure, where the
 // inbox's holds what it erased; a workspace's drops them once, itself),
-// and closes the ledger's entry.
-func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, overwrite, dropSnapshots bool) (int, error) {
+// and closes the ledger's entry, key.
+func (c *Compactor) finish(ctx context.Context, subject, key string, cut uint64, overwrite, dropSnapshots bool) (int, error) {
 	n, err := c.erase.EraseBefore(ctx, subject, cut, overwrite)
 	if err != nil {
 		return n, err
@@ -93,15 +94,16 @@ func (c *Compactor) finish(ctx context.Context, subject string, cut uint64, over
 			return n, err
 		}
 	}
-	return n, c.ledger.Done(ctx, subject)
+	return n, c.ledger.Done(ctx, key)
 }
 
-// Finish completes the erasure of subject that a crash cut short: it
-// erases what precedes the inbox's last erasure or last complete
-// compaction. A last compaction whose parts did not all land is done
-// again: its first part restarted the inbox's count of events, so an idle
-// inbox would never be due again, and what it was to erase would stay.
-func (c *Compactor) Finish(ctx context.Context, subject string) error {
+// finishEntry completes the erasure or compaction of subject that a crash
+// cut short, and closes its ledger entry, key: it erases what precedes the
+// inbox's last erasure or last complete compaction. A last compaction
+// whose parts did not all land is done again: its first part restarted the
+// inbox's count of events, so an idle inbox would never be due again, and
+// what it was to erase would stay.
+func (c *Compactor) finishEntry(ctx context.Context, subject, key string) error {
 	unlock, err := c.lock(ctx, subject)
 	if err != nil {
 		return err
@@ -151,14 +153,16 @@ func (c *Compactor) Finish(ctx context.Context, subject string) error {
 				return fmt.Errorf("finish erasure of %s: %w", subject, err)
 			}
 		}
-		_, err = c.compact(ctx, ws, a.ID)
-		return err
+		if _, err = c.compact(ctx, ws, a.ID); err != nil {
+			return err
+		}
+		return c.ledger.Done(ctx, key)
 	}
 	if cut == 0 {
-		return c.ledger.Done(ctx, subject)
+		return c.ledger.Done(ctx, key)
 	}
 	// Finishing is rare (after a crash): overwrite, whatever the turnover.
-	_, err = c.finish(ctx, subject, cut, true, erased)
+	_, err = c.finish(ctx, subject, key, cut, true, erased)
 	return err
 }
 
@@ -170,21 +174,22 @@ func (c *Compactor) FinishAll(ctx context.Context, begunBefore time.Time) error 
 	if err != nil {
 		return err
 	}
-	for _, s := range subjects {
+	for _, key := range subjects {
+		s := strings.TrimSuffix(key, compactionSuffix)
 		if _, a, err := events.ParseSubject(s); err != nil || a.Kind != events.KindInbox {
 			continue
 		}
-		ok, err := c.ledger.Claim(ctx, s, begunBefore)
+		ok, err := c.ledger.Claim(ctx, key, begunBefore)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			continue
 		}
-		if err := c.Finish(ctx, s); err != nil {
+		if err := c.finishEntry(ctx, s, key); err != nil {
 			return err
 		}
-		c.cfg.Logger.Info("finished an inbox erasure cut short", "subject", s)
+		c.cfg.Logger.Info("finished an inbox erasure or compaction cut short", "subject", s)
 	}
 	return nil
 }

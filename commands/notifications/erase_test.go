@@ -97,9 +97,10 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
 	appendParts := func(keep int) { f.compactPartly(t, "alice", keep) }
 
-	// Cut after the first part: compacted again, whole.
+	// Cut after the first part: compacted again, whole. (The entry is a
+	// compaction's, as the compactor writes it.)
 	whole := f.state(t, "alice")
-	if err := f.log.ErasureLedger().Begin(ctx, subject); err != nil {
+	if err := f.log.ErasureLedger().Begin(ctx, compactionKey(subject)); err != nil {
 		t.Fatal(err)
 	}
 	appendParts(1)
@@ -125,7 +126,7 @@ func TestFinishCompletesWhatAStopCutShort(t *testing.T) {
 
 	// Cut after every part landed, before the erasure.
 	before := f.state(t, "alice")
-	if err := f.log.ErasureLedger().Begin(ctx, subject); err != nil {
+	if err := f.log.ErasureLedger().Begin(ctx, compactionKey(subject)); err != nil {
 		t.Fatal(err)
 	}
 	appendParts(1 << 20)
@@ -443,5 +444,31 @@ func TestFinishKeepsTheEntryUntilTheSnapshotsAreDropped(t *testing.T) {
 	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
 	if left, err := f.log.ErasureLedger().Unfinished(ctx); err != nil || !slices.Contains(left, subject) {
 		t.Fatalf("the ledger after a finish stopped before the snapshots' drop: %v %v, want the erasure's entry", left, err)
+	}
+}
+
+// An erasure under way on another instance holds its ledger entry, which
+// the lock of this instance's compactor knows nothing of: a compaction of
+// the same inbox here must leave that entry for the erasure to close, or
+// for FinishAll to find if the erasure is cut short. It closed it.
+func TestACompactionLeavesAnErasuresEntry(t *testing.T) {
+	f := newLogFixture(t, 1<<10)
+	ctx := t.Context()
+	for i := range 3 {
+		f.send(t, "alice", fmt.Sprintf("note %d", i))
+	}
+	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"})
+	if err := f.log.ErasureLedger().Begin(ctx, subject); err != nil { // the other instance's erasure
+		t.Fatal(err)
+	}
+	if _, err := f.compactor.Compact(ctx, "w1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	left, err := f.log.ErasureLedger().Unfinished(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, []string{subject}) {
+		t.Fatalf("the ledger after the compaction: %v, want the erasure's entry alone, %s", left, subject)
 	}
 }
