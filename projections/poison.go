@@ -110,6 +110,14 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 	}
 	slices.Sort(seqs)
 	tried := map[uint64]bool{} // event sequences tried, true once applied
+	remaining := func() (n int) {
+		for _, seq := range seqs {
+			if !tried[seq] {
+				n += len(copies[seq])
+			}
+		}
+		return n
+	}
 	unpark := func(seq uint64) error {
 		for _, p := range copies[seq] {
 			if err := r.cfg.Parking.Unpark(ctx, p.ParkSeq); err != nil {
@@ -132,14 +140,14 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 		}
 		if err != nil {
 			if !poisonous(err) {
-				return applied, 0, err
+				return applied, remaining(), err
 			}
 			r.cfg.Logger.Warn("parked event still cannot be applied", "seq", p.Seq, "err", err)
 			continue
 		}
 		tried[seq] = true
 		if err := unpark(seq); err != nil {
-			return applied, 0, err
+			return applied, remaining(), err
 		}
 		for seq, ok := range later {
 			if _, done := tried[seq]; done {
@@ -148,17 +156,12 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 			tried[seq] = ok
 			if ok {
 				if err := unpark(seq); err != nil {
-					return applied, 0, err
+					return applied, remaining(), err
 				}
 			}
 		}
 	}
-	for _, seq := range seqs {
-		if !tried[seq] {
-			left += len(copies[seq])
-		}
-	}
-	return applied, left, nil
+	return applied, remaining(), nil
 }
 
 // applyParked applies e, a parked event on subject, then again the later
