@@ -20,9 +20,10 @@ import (
 // it sends back. A position is a count of every workspace's events in a
 // stream they all share: handed out bare, it would tell any caller how
 // busy the others are, and a position sent back, checked against the log's
-// end, would let one probe it. Sealed, a position says nothing to anyone
-// but the instances holding the key, and opens only for the workspace it
-// was given in.
+// end, would let one probe it. Sealed, a position says nothing to a
+// client, and opens only for the workspace it was given in, on the
+// instances holding the key. (Metrics count everything: they are for
+// operators, off the public port.)
 type PositionSeal struct {
 	block cipher.Block
 	tags  []byte // key of the workspace tags

@@ -307,10 +307,7 @@ func (s *Server) admitStream(w http.ResponseWriter, r *http.Request) (streamAdmi
 	if err := s.rateLimit(w, c.WorkspaceID, c.UserID); err != nil {
 		return streamAdmission{}, err
 	}
-	after, resume, err := s.lastEventID(r, c)
-	if err != nil {
-		return streamAdmission{}, err
-	}
+	after, resume := s.lastEventID(r, c)
 	release, err := s.streams.acquire(c.WorkspaceID + "/" + c.UserID)
 	if err != nil {
 		if commands.ErrorCode(err) == commands.ETooManyRequests {
@@ -571,20 +568,18 @@ func lastPart(e events.Event) (bool, error) {
 // lastEventID is the position a reconnecting client of c saw last: the
 // Last-Event-ID header EventSource sends, or lastEventId in the query for
 // a new EventSource that resumes where an old one stopped, as the stream
-// sealed it.
-func (s *Server) lastEventID(r *http.Request, c commands.Caller) (uint64, bool, error) {
-	name, v := "Last-Event-ID", strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+// sealed it. An id that does not open (an instance's under another key,
+// an older build's bare number) starts the client afresh, with a
+// snapshot, as a new one: EventSource gives up for good on a refusal.
+func (s *Server) lastEventID(r *http.Request, c commands.Caller) (after uint64, resume bool) {
+	v := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
 	if v == "" {
-		name, v = "lastEventId", strings.TrimSpace(r.URL.Query().Get("lastEventId"))
+		v = strings.TrimSpace(r.URL.Query().Get("lastEventId"))
 	}
 	if v == "" {
-		return 0, false, nil
+		return 0, false
 	}
-	n, ok := s.seal.Open(c.WorkspaceID, v)
-	if !ok {
-		return 0, false, commands.Invalid(map[string][]string{name: {"The position must be an event id this stream gave."}})
-	}
-	return n, true, nil
+	return s.seal.Open(c.WorkspaceID, v)
 }
 
 // changeOf describes event e, already folded into in.

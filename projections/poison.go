@@ -91,8 +91,9 @@ func applyIsolated(ctx context.Context, tx *sqlx.Tx, p Projector, evs []events.E
 
 // redrive applies this projector's parked events again, oldest first, and
 // unparks those that now apply. It reports how many events were applied
-// and how many parked copies are left.
-func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
+// and unparked, how many parked copies are left, and whether it changed
+// the read model (a replay committed, its unpark maybe not).
+func (r *Runner) redrive(ctx context.Context) (applied, left int, changed bool, err error) {
 	// Parking one event twice keeps one copy only within the log's
 	// duplicate window; a batch retried past it (the database down for
 	// longer) parks another. The event is applied once, and all its copies
@@ -106,7 +107,7 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 		copies[p.Seq] = append(copies[p.Seq], p)
 		return nil
 	}); err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	slices.Sort(seqs)
 	tried := map[uint64]bool{} // event sequences tried, true once applied
@@ -118,12 +119,16 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 		}
 		return n
 	}
+	// An event counts as applied once its copies are unparked: one whose
+	// unpark failed is still parked, and applied again by the next redrive,
+	// as its replay leaves what the log in order gives.
 	unpark := func(seq uint64) error {
 		for _, p := range copies[seq] {
 			if err := r.cfg.Parking.Unpark(ctx, p.ParkSeq); err != nil {
 				return err
 			}
 		}
+		tried[seq] = true
 		applied++
 		return nil
 	}
@@ -140,28 +145,28 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 		}
 		if err != nil {
 			if !poisonous(err) {
-				return applied, remaining(), err
+				return applied, remaining(), changed, err
 			}
 			r.cfg.Logger.Warn("parked event still cannot be applied", "seq", p.Seq, "err", err)
 			continue
 		}
-		tried[seq] = true
+		changed = true
 		if err := unpark(seq); err != nil {
-			return applied, remaining(), err
+			return applied, remaining(), changed, err
 		}
 		for seq, ok := range later {
 			if _, done := tried[seq]; done {
 				continue
 			}
-			tried[seq] = ok
+			tried[seq] = false // still parked unless it applied
 			if ok {
 				if err := unpark(seq); err != nil {
-					return applied, remaining(), err
+					return applied, remaining(), changed, err
 				}
 			}
 		}
 	}
-	return applied, remaining(), nil
+	return applied, remaining(), changed, nil
 }
 
 // applyParked applies e, a parked event on subject, then again the later
@@ -169,10 +174,12 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, err error) {
 // transaction. They were applied without it, and e alone would land after
 // them: a notification deleted since would be back, a holiday renamed
 // since would have its first name, one created after its workspace's
-// erasure would be erased. Applied in order after e, they leave what the
-// log in order gives, since each statement of a projector sets what its
-// event says (a send inserts if absent, a read sets the read date, a
-// rename is guarded by its position). A later event that cannot be applied
+// erasure would be erased, one erased since would be back. Applied in
+// order after e, they leave the rows the log in order gives, since each
+// statement of a projector sets what its event says (a send inserts if
+// absent, a read sets the read date, a rename is guarded by its position).
+// An inbox's tally of events since its compaction counts them again, so it
+// comes due for compaction early. A later event that cannot be applied
 // either is skipped (it is parked too). It returns which later events are
 // parked ones (in parked), and whether each applied. An event the log
 // cannot decode keeps e parked until it can be.
@@ -215,11 +222,12 @@ func (r *Runner) applyParked(ctx context.Context, subject string, e events.Event
 	return out, nil
 }
 
-// reach is what the event e on subject changes in a read model: its
-// aggregate's subject, or for a workspace's erasure every holiday and
-// resource of the workspace.
+// reach is what a replay after the event e on subject must cover: an
+// inbox's own events (its erasure is one of them), or for the rest of
+// the workspace's history, all of it: a workspace's erasure changes every
+// holiday and resource, and erases any of them again.
 func reach(subject string, e events.Event) []string {
-	if e.Aggregate.Kind != events.KindWorkspace {
+	if e.Aggregate.Kind == events.KindInbox {
 		return []string{subject}
 	}
 	ws := e.WorkspaceID

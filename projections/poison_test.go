@@ -236,9 +236,23 @@ func TestParkedEventsAreRedrivenAtStart(t *testing.T) {
 }
 
 // TestRedriveOfAWorkspaceErasure: an erasure reaches every holiday of its
-// workspace; redriven, it erases those created before it and keeps those
-// created after, as a projector that never refused it does.
+// workspace. Redriven, it erases those created before it and keeps those
+// created after; a holiday's creation redriven after the erasure (one cut
+// short, the event still in the log) stays erased. Both as a projector
+// that never refused them makes it.
 func TestRedriveOfAWorkspaceErasure(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse func(before, erasure uint64) uint64
+	}{
+		{"the erasure parked", func(_, erasure uint64) uint64 { return erasure }},
+		{"a creation before it parked", func(before, _ uint64) uint64 { return before }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { redriveAroundAnErasure(t, tc.refuse) })
+	}
+}
+
+func redriveAroundAnErasure(t *testing.T, refuse func(before, erasure uint64) uint64) {
 	ctx := context.Background()
 	l, err := natslog.Open(ctx, natstest.Conn(t), natslog.Config{})
 	if err != nil {
@@ -265,7 +279,7 @@ func TestRedriveOfAWorkspaceErasure(t *testing.T) {
 		}
 		return res.Seq
 	}
-	create("before the erasure")
+	before := create("before the erasure")
 	ws := events.Aggregate{Kind: events.KindWorkspace, ID: "w1"}
 	e, err := events.New("erasure-1", c.Meta(time.Now()), ws, events.WorkspaceErased{ErasureID: "erasure-1"})
 	if err != nil {
@@ -292,7 +306,7 @@ func TestRedriveOfAWorkspaceErasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &picky{Model: hp}
-	p.refuseOnly(erasedAt)
+	p.refuseOnly(refuse(before, erasedAt))
 	r, stop := startWith(t, f, db, p, projections.RunnerConfig{Parking: l})
 	caughtUp(t, r, last)
 	p.refuseOnly()

@@ -107,7 +107,7 @@ type Runner struct {
 	wake      chan struct{} // a read started waiting: stop lingering
 
 	created       string // identity of the stream being consumed (see checkpoint)
-	startRedriven bool   // what was parked was redriven since Run began
+	startRedriven bool   // what was parked was redriven, without error, since Run began
 
 	mu      sync.Mutex
 	pos     uint64        // checkpoint: last applied stream sequence
@@ -381,7 +381,7 @@ func (r *Runner) answerRedrive(ctx context.Context, req *nats.Msg) {
 // redriveAll applies the parked events that can be applied now, and tells
 // every instance when that changed the read model.
 func (r *Runner) redriveAll(ctx context.Context) RedriveResult {
-	applied, left, err := r.redrive(ctx)
+	applied, left, changed, err := r.redrive(ctx)
 	res := RedriveResult{Projector: r.p.Name(), Applied: applied, Parked: left}
 	if err != nil {
 		res.Error = err.Error()
@@ -392,7 +392,7 @@ func (r *Runner) redriveAll(ctx context.Context) RedriveResult {
 	if applied+left > 0 {
 		r.cfg.Logger.Info("redrive", "applied", applied, "still_parked", left)
 	}
-	if applied > 0 {
+	if changed {
 		if err := r.js.Conn().Publish(RedrivenSubject(r.p.Name()), nil); err != nil {
 			r.cfg.Logger.Warn("redrive: announce", "err", err)
 		}
@@ -429,13 +429,6 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 	// instance while this one followed, it is behind, and the events after
 	// it must be applied again, not skipped as applied.
 	r.reset(pos)
-	if r.cfg.Parking != nil && !r.startRedriven {
-		// Once a run: in a rolling deploy, an older build parks the events
-		// of types only the newer one appends, and they are applied when a
-		// newer build takes the projector over, with no one to ask.
-		r.startRedriven = true
-		r.redriveAll(ctx)
-	}
 	cons, err := r.consumer(ctx, stream, pos)
 	if err != nil {
 		return err
@@ -488,6 +481,13 @@ func (r *Runner) consume(ctx context.Context, lost <-chan error) error {
 		case <-ctx.Done():
 		}
 	}()
+	if r.cfg.Parking != nil && !r.startRedriven {
+		// Until one succeeds: in a rolling deploy, an older build parks
+		// the events of types only the newer one appends, and they are
+		// applied when a newer build takes the projector over, with no one
+		// to ask. Under the lock's watch, as a batch is: a lost lock ends it.
+		r.startRedriven = r.redriveAll(ctx).Error == ""
+	}
 	r.setReady(true)
 	r.cfg.Logger.Info("projector running", "from", pos+1)
 

@@ -349,34 +349,45 @@ func TestNotificationStreamFollowsTheInbox(t *testing.T) {
 	}
 }
 
-// TestNotificationStreamBadPositions: a Last-Event-ID that is not a
-// position this stream gave (a bare number, another workspace's), or one
-// past the log's end, is refused.
+// TestNotificationStreamBadPositions: a Last-Event-ID that is no position
+// this stream gave (garbage, a bare number as an older build gave, another
+// workspace's, one sealed under another key) starts the client afresh with
+// a snapshot, as a new client: EventSource gives up for good on a refusal.
+// One past the log's end, which no stream of this log gave, is refused.
 func TestNotificationStreamBadPositions(t *testing.T) {
 	s := startService(t)
 	alice := token(t, "alice", "w1")
 	s.call("POST", sendPath, sender(t, "w1"), sendBody("alice")).want(t, 200)
 	other := s.call("POST", sendPath, sender(t, "w2"), sendBody("alice")).want(t, 200).Header.Get("X-Astro-Position")
-	for _, c := range []struct{ query, header, field string }{
-		{"", "abc", "Last-Event-ID"},
-		{"", "-1", "Last-Event-ID"},
-		{"", "1", "Last-Event-ID"},
-		{"", sealPosition(t, 999999), "Last-Event-ID"},
-		{"", other, "Last-Event-ID"},
-		{"?lastEventId=x", "", "lastEventId"},
+	otherKey, err := api.NewPositionSeal([]byte("another instance's key, of 32 bytes or more"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ query, header string }{
+		{"", "abc"},
+		{"", "-1"},
+		{"", "1"},
+		{"", other},
+		{"", otherKey.Seal("w1", 1)},
+		{"?lastEventId=x", ""},
 	} {
 		var headers []string
 		if c.header != "" {
 			headers = []string{"Last-Event-ID", c.header}
 		}
 		st, env := s.stream(alice, c.query, headers...)
-		if st != nil {
-			t.Fatalf("%q %q: stream opened", c.query, c.header)
+		if st == nil {
+			t.Fatalf("%q %q: HTTP %d, want a stream from a snapshot: %s", c.query, c.header, env.Status, env.raw)
 		}
-		env.want(t, 400)
-		if _, ok := env.Error.ValidationErrors[c.field]; !ok {
-			t.Fatalf("%q %q: validation errors %v, want one for %s", c.query, c.header, env.Error.ValidationErrors, c.field)
+		if e := st.next(); e.Name != "snapshot" || e.change(t).TotalCount != 1 {
+			t.Fatalf("%q %q: first event %s %s, want a snapshot of 1", c.query, c.header, e.Name, e.Data)
 		}
+		st.close()
+	}
+	_, env := s.stream(alice, "", "Last-Event-ID", sealPosition(t, 999999))
+	env.want(t, 400)
+	if _, ok := env.Error.ValidationErrors["Last-Event-ID"]; !ok {
+		t.Fatalf("past the log's end: validation errors %v, want one for Last-Event-ID", env.Error.ValidationErrors)
 	}
 }
 
@@ -669,8 +680,8 @@ func TestNotificationStreamHeadHoldsNothing(t *testing.T) {
 		{"an empty inbox, any position", carol, sealPosition(t, 999999), 200}, // a snapshot
 		{"a resume", alice, pos, 200},
 		{"a position past the log's end", alice, sealPosition(t, 999999), 400},
-		{"not a position", alice, "x", 400},
-		{"a bare number", alice, "1", 400},
+		{"not a position: a snapshot", alice, "x", 200},
+		{"a bare number: a snapshot", alice, "1", 200},
 	}
 	before := loads()
 	for _, c := range cases {

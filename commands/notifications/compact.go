@@ -259,10 +259,11 @@ func (c *Compactor) compact(ctx context.Context, workspace, recipient string) (C
 // erasure's (subject itself): each closes its own entry only. The lock
 // that keeps them apart is one process's, and a compaction on one instance
 // that closed the entry of an erasure under way on another would leave
-// that erasure, cut short, for nobody to finish.
-func compactionKey(subject string) string { return subject + compactionSuffix }
+// that erasure, cut short, for nobody to finish. A prefix, since a suffix
+// could be a user's id ("….inbox.compaction").
+func compactionKey(subject string) string { return compactionPrefix + subject }
 
-const compactionSuffix = ".compaction"
+const compactionPrefix = "compaction."
 
 // overwrites tells whether a compaction of subject overwrites what it
 // removes: unless the log's turnover drops its blocks within a quarter of

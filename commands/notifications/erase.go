@@ -175,7 +175,7 @@ func (c *Compactor) FinishAll(ctx context.Context, begunBefore time.Time) error 
 		return err
 	}
 	for _, key := range subjects {
-		s := strings.TrimSuffix(key, compactionSuffix)
+		s := strings.TrimPrefix(key, compactionPrefix)
 		if _, a, err := events.ParseSubject(s); err != nil || a.Kind != events.KindInbox {
 			continue
 		}

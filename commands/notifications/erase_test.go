@@ -472,3 +472,22 @@ func TestACompactionLeavesAnErasuresEntry(t *testing.T) {
 		t.Fatalf("the ledger after the compaction: %v, want the erasure's entry alone, %s", left, subject)
 	}
 }
+
+// A user may be called "compaction": an erasure of their inbox cut short
+// is finished like any other, not taken for a compaction's entry of
+// another subject.
+func TestFinishAllOfAUserCalledCompaction(t *testing.T) {
+	f := newLogFixture(t, 1<<10)
+	ctx := t.Context()
+	f.send(t, "compaction", "note")
+	subject := events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "compaction"})
+	if err := f.log.ErasureLedger().Begin(ctx, subject); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.compactor.FinishAll(ctx, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := f.log.ErasureLedger().Unfinished(ctx); err != nil || len(left) != 0 {
+		t.Fatalf("the ledger after FinishAll: %v, %v; want it empty", left, err)
+	}
+}
