@@ -182,38 +182,55 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 	// The workspace's holiday budget is counted in the read model: it
 	// must hold every holiday created before this one. Creates of one
 	// workspace that ran at once would each count without the others, and
-	// pass the budget together: here they run one at a time.
+	// pass the budget together: on one instance they run one at a time,
+	// and across instances a create is appended only while the workspace's
+	// last holiday event is the one the count was made at (BudgetAt).
 	release, ok := s.creates.acquire(r.Context(), c.WorkspaceID)
 	if !ok {
 		w.Header().Set("Retry-After", "1")
 		return commands.Errorf(commands.ETooManyRequests, "Too many holidays of this workspace being created at once; retry after 1 s.")
 	}
 	defer release()
-	// The workspace's own subject too: after its erasure the holiday
-	// subjects are empty, and the budget must not count what it erased.
-	if err := s.fresh(w, r, s.cfg.HolidaysProjected, workspaceSubjects(c, events.KindHoliday), workspaceSubject(c)); err != nil {
-		return err
-	}
-	scope, err := s.scope(w, r, c)
-	if err != nil {
-		return err
-	}
 	// A resource is named as its upsert names it, so "res-000" here is
 	// the resource PUT at /api/data/resources/res-000.
 	resources := make([]string, len(req.Resources))
 	for i, r := range req.Resources {
 		resources[i] = events.UpstreamID(r)
 	}
-	id, h, res, err := s.cfg.Holidays.Create.Handle(r.Context(), holidays.Create{
-		Caller: c, Reason: req.Reason, Type: req.Type, DateFrom: req.DateFrom, DateTo: req.DateTo,
-		CountryIDs: req.CountryID, ResourceIDs: resources,
-	})
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		at, err := s.lastSeq(r, workspaceSubjects(c, events.KindHoliday))
+		if err != nil {
+			return err
+		}
+		// The workspace's own subject too: after its erasure the holiday
+		// subjects are empty, and the budget must not count what it erased.
+		erased, err := s.lastSeq(r, workspaceSubject(c))
+		if err != nil {
+			return err
+		}
+		if err := s.await(w, r, s.cfg.HolidaysProjected, max(at, erased)); err != nil {
+			return err
+		}
+		scope, err := s.scope(w, r, c)
+		if err != nil {
+			return err
+		}
+		id, h, res, err := s.cfg.Holidays.Create.Handle(r.Context(), holidays.Create{
+			Caller: c, Reason: req.Reason, Type: req.Type, DateFrom: req.DateFrom, DateTo: req.DateTo,
+			CountryIDs: req.CountryID, ResourceIDs: resources, BudgetAt: at,
+		})
+		switch {
+		case errors.Is(err, events.ErrLogMoved) && attempt < 5:
+			continue // another instance changed the workspace's holidays: count again
+		case errors.Is(err, events.ErrLogMoved):
+			return &commands.Error{Code: commands.EConflict, Message: "The workspace's holidays are being changed by someone else; try again.", Err: err}
+		case err != nil:
+			return err
+		}
+		s.setPosition(w, c, res.Seq)
+		writeOK(w, holidayDetail(id, h, scope))
+		return nil
 	}
-	s.setPosition(w, c, res.Seq)
-	writeOK(w, holidayDetail(id, h, scope))
-	return nil
 }
 
 func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprouter.Params, c commands.Caller) error {

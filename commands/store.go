@@ -26,6 +26,11 @@ type Log interface {
 	// the last position of subject's stream is still at. When it is not,
 	// it appends nothing and answers events.ErrLogMoved.
 	AppendAt(ctx context.Context, subject string, expected, at uint64, e events.Event) (uint64, error)
+	// AppendAfter is Append on another condition in place of expected:
+	// that the last event on the subjects guard matches (subject among
+	// them) is still at guardSeq. When it is not, it appends nothing and
+	// answers events.ErrLogMoved.
+	AppendAfter(ctx context.Context, subject, guard string, guardSeq uint64, e events.Event) (uint64, error)
 	// Read calls fn for each event of subject after sequence after, in
 	// order, and returns the sequence of the last one (after if none).
 	Read(ctx context.Context, subject string, after uint64, fn func(events.Event) error) (uint64, error)
@@ -190,7 +195,17 @@ type Decide[A Aggregate] func(A) ([]events.Event, error)
 
 // Execute loads the aggregate on subject, decides, and appends.
 func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
-	return s.execute(ctx, subject, decide, false, 0)
+	return s.execute(ctx, subject, decide, false, position{})
+}
+
+// position is what a caller saw of the log, which the append must find
+// unchanged (ExecuteAt, ExecuteAfter): the stream's last position at, or
+// the last event of guard's subjects at guardSeq. None: the aggregate's
+// own expected sequence only.
+type position struct {
+	at       uint64
+	guard    string
+	guardSeq uint64
 }
 
 // ExecuteAt is Execute for a caller that has seen subject's stream up to
@@ -202,7 +217,18 @@ func (s *Store[A]) Execute(ctx context.Context, subject string, decide Decide[A]
 // decision that appends nothing checks no position: its Result has no
 // Events.
 func (s *Store[A]) ExecuteAt(ctx context.Context, subject string, at uint64, decide Decide[A]) (Result, error) {
-	return s.execute(ctx, subject, decide, false, at)
+	return s.execute(ctx, subject, decide, false, position{at: at})
+}
+
+// ExecuteAfter is Execute for a caller whose decision rests on what the
+// subjects guard matches held up to their last event at guardSeq (a
+// workspace's holidays, for its budget), read before it: the append
+// expects them there, in place of the aggregate's own expected sequence,
+// which it implies when guard takes subject in. When they have moved on it
+// appends nothing and answers events.ErrLogMoved, and the caller reads
+// again. For a decision of one event (a creation).
+func (s *Store[A]) ExecuteAfter(ctx context.Context, subject, guard string, guardSeq uint64, decide Decide[A]) (Result, error) {
+	return s.execute(ctx, subject, decide, false, position{guard: guard, guardSeq: guardSeq})
 }
 
 // ExecuteAgain is Execute for a command that ran before and may have
@@ -214,10 +240,10 @@ func (s *Store[A]) ExecuteAt(ctx context.Context, subject string, at uint64, dec
 // its event a second time. It reads the subject's history, which only such
 // retries pay.
 func (s *Store[A]) ExecuteAgain(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
-	return s.execute(ctx, subject, decide, true, 0)
+	return s.execute(ctx, subject, decide, true, position{})
 }
 
-func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A], again bool, at uint64) (Result, error) {
+func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A], again bool, at position) (Result, error) {
 	l := &s.locks[maphash.String(s.seed, subject)%uint64(len(s.locks))]
 	l.Lock()
 	defer l.Unlock()
@@ -321,14 +347,21 @@ func (s *Store[A]) ids(ctx context.Context, subject string) (map[string]events.E
 // already has from an earlier attempt goes to earlier. raced reports that
 // another writer moved the log under the command: c is then caught up and
 // the command must be decided again.
-func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], at uint64, evs []events.Event, appended, earlier *[]events.Event) (raced bool, err error) {
+func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], at position, evs []events.Event, appended, earlier *[]events.Event) (raced bool, err error) {
+	if at.guard != "" && len(evs) > 1 {
+		// Its second event would find the guard moved by its first.
+		return false, fmt.Errorf("append to %s: a guarded decision of %d events", c.key, len(evs))
+	}
 	for i, e := range evs {
 		var last uint64
 		var err error
-		if at == 0 { // the plain append, as every Log (and its wrappers) has it
+		switch {
+		case at.guard != "":
+			last, err = s.log.AppendAfter(ctx, c.key, at.guard, at.guardSeq, e)
+		case at.at != 0:
+			last, err = s.log.AppendAt(ctx, c.key, c.seq, at.at, e)
+		default: // the plain append, as every Log (and its wrappers) has it
 			last, err = s.log.Append(ctx, c.key, c.seq, e)
-		} else {
-			last, err = s.log.AppendAt(ctx, c.key, c.seq, at, e)
 		}
 		if errors.Is(err, events.ErrLogMoved) {
 			// Nothing appended, and the cache is caught up by the long
@@ -375,8 +408,8 @@ func (s *Store[A]) appendEach(ctx context.Context, c *cached[A], at uint64, evs 
 		c.seq = last
 		c.sinceSnap++
 		*appended = append(*appended, e)
-		if at != 0 {
-			at = last // the next event expects the stream at this one
+		if at.at != 0 {
+			at.at = last // the next event expects the stream at this one
 		}
 	}
 	return false, nil

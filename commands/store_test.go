@@ -394,3 +394,54 @@ func TestACommandOnEventsThatCannotBeReadSaysWhetherToRetry(t *testing.T) {
 		})
 	}
 }
+
+// noneHeld is a workspace budget read from a read model that shows no
+// holiday yet, as one that has not applied another instance's create.
+type noneHeld struct{}
+
+func (noneHeld) PeopleResourceDays(context.Context, string) (int64, error) { return 0, nil }
+func (noneHeld) HolidayDays(context.Context, string) (int64, error)        { return 0, nil }
+
+// Two instances count a workspace's holiday budget at one position of its
+// holidays, and both create: the second lands only if nothing came after
+// that position, else it is told to count again (events.ErrLogMoved).
+func TestCreatesAfterTheBudgetsPosition(t *testing.T) {
+	ctx := context.Background()
+	l := newLog(t)
+	instance := func() *holidays.Handlers {
+		t.Helper()
+		resources, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: "resource.test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := holidays.NewHandlers(holidayStore(t, l, l.Snapshots(), 0), resources, func(string) bool { return true }, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.LimitWorkspaces(noneHeld{}, 1_000_000, 366)
+		return h
+	}
+	a, b := instance(), instance()
+	year := func(at uint64) holidays.Create {
+		return holidays.Create{Caller: caller, Reason: ptr("Year off"), Type: "global", DateFrom: "2028-01-01", DateTo: "2028-12-31", BudgetAt: at}
+	}
+	counted, err := l.LastSeq(ctx, events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "*"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := b.Create.Handle(ctx, year(counted)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := a.Create.Handle(ctx, year(counted)); !errors.Is(err, events.ErrLogMoved) {
+		t.Fatalf("a create counted before another landed: %v, want ErrLogMoved", err)
+	}
+	now, err := l.LastSeq(ctx, events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "*"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := a.Create.Handle(ctx, year(now)); err != nil {
+		t.Fatalf("counted again at the workspace's last holiday event: %v", err)
+	}
+}
+
+func ptr(s string) *string { return &s }

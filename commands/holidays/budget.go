@@ -38,10 +38,9 @@ type WorkspaceBudget interface {
 // workspace over maxResourceDays of people holidays, or maxHolidayDays of
 // global and country ones. The counts are read from the read model, which
 // the API brings up to the workspace's last holiday event before a create,
-// so every create answered before is counted. The API runs a workspace's
-// creates one at a time on each instance; creates on several instances at
-// once may each pass, so a bound can be passed by one create per instance
-// (each at most 366,000 resource-days or 366 days per country).
+// so every create answered before is counted; the create is appended only
+// while that event is still the last (Create.BudgetAt), so creates on
+// several instances at once cannot pass a bound together.
 func (h *Handlers) LimitWorkspaces(b WorkspaceBudget, maxResourceDays, maxHolidayDays int64) {
 	h.Create.budget, h.Create.maxResourceDays, h.Create.maxHolidayDays = b, maxResourceDays, maxHolidayDays
 }

@@ -28,6 +28,12 @@ type Create struct {
 	DateTo      string
 	CountryIDs  []string // ISO 3166-1 alpha-2, for country holidays
 	ResourceIDs []string // for people holidays
+	// BudgetAt, with a budget (LimitWorkspaces), is the last position of
+	// the workspace's holiday events (0: none) that the read model the
+	// budget is read from has applied: the holiday is appended only while
+	// it is still their last, so that creates on two instances at once do
+	// not both pass it (events.ErrLogMoved: read the budget again).
+	BudgetAt uint64
 }
 
 // CreateHandler handles Create.
@@ -54,7 +60,14 @@ func (h CreateHandler) Handle(ctx context.Context, cmd Create) (string, Holiday,
 		created.HolidayID = events.NameID(cmd.Caller.WorkspaceID, cmd.Caller.UserID, cmd.Caller.IdempotencyKey, "holiday")
 	}
 	var state Holiday
-	res, err := commands.Run(ctx, h.holidays, cmd.Caller, holidayAggregate(created.HolidayID), now, func(hol *Holiday) ([]events.Payload, error) {
+	run := commands.Run[*Holiday]
+	if h.budget != nil {
+		holidays := events.Subject(cmd.Caller.WorkspaceID, events.Aggregate{Kind: events.KindHoliday, ID: "*"})
+		run = func(ctx context.Context, s *HolidayStore, c commands.Caller, a events.Aggregate, now time.Time, decide func(*Holiday) ([]events.Payload, error)) (commands.Result, error) {
+			return commands.RunAfter(ctx, s, c, a, holidays, cmd.BudgetAt, now, decide)
+		}
+	}
+	res, err := run(ctx, h.holidays, cmd.Caller, holidayAggregate(created.HolidayID), now, func(hol *Holiday) ([]events.Payload, error) {
 		if hol.Created {
 			// An earlier request under the same key: done, if it was this
 			// one. Its key's record has gone (expired, or given up), or

@@ -453,6 +453,31 @@ func (l *Log) Append(ctx context.Context, subject string, expected uint64, e eve
 // stream up to at, as Settled and what its consumers saw tell it, knows
 // the stream up to its own event.
 func (l *Log) AppendAt(ctx context.Context, subject string, expected, at uint64, e events.Event) (uint64, error) {
+	return l.appendTimed(ctx, subject, condition{expected: expected, at: at}, e)
+}
+
+// AppendAfter is Append on another condition in place of expected: that
+// the last event on the subjects matching guard, a filter that takes in
+// subject (a workspace's holidays), is still at guardSeq (0: none). It
+// appends nothing and answers events.ErrLogMoved when it is not, so that a
+// caller that decided on what those subjects held at guardSeq (a
+// workspace's holiday budget) decided on what they hold.
+func (l *Log) AppendAfter(ctx context.Context, subject, guard string, guardSeq uint64, e events.Event) (uint64, error) {
+	if !subjectMatches(guard, subject) {
+		return 0, fmt.Errorf("append to %s after %s: the guard does not take the subject in", subject, guard)
+	}
+	return l.appendTimed(ctx, subject, condition{expected: guardSeq, guard: guard}, e)
+}
+
+// condition is what an append expects of the log: the last event on its
+// subject (or on guard's subjects) at expected, and with at the stream's
+// last position there too.
+type condition struct {
+	expected, at uint64
+	guard        string
+}
+
+func (l *Log) appendTimed(ctx context.Context, subject string, cond condition, e events.Event) (uint64, error) {
 	start := time.Now()
 	var span trace.Span
 	if l.cfg.Tracer != nil {
@@ -460,7 +485,7 @@ func (l *Log) AppendAt(ctx context.Context, subject string, expected, at uint64,
 			trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", subject),
 				attribute.String("cloudevents.event_type", e.Type)))
 	}
-	seq, err := l.append(ctx, subject, expected, at, e)
+	seq, err := l.append(ctx, subject, cond, e)
 	if l.cfg.Sync != nil && (err == nil || errors.Is(err, events.ErrAlreadyAppended)) {
 		// A duplicate is synced too: the attempt that stored it may not
 		// have been answered yet.
@@ -482,7 +507,8 @@ func (l *Log) AppendAt(ctx context.Context, subject string, expected, at uint64,
 	return seq, err
 }
 
-func (l *Log) append(ctx context.Context, subject string, expected, at uint64, e events.Event) (uint64, error) {
+func (l *Log) append(ctx context.Context, subject string, cond condition, e events.Event) (uint64, error) {
+	expected, at := cond.expected, cond.at
 	if s := events.Subject(e.WorkspaceID, e.Aggregate); s != subject {
 		return 0, fmt.Errorf("append: event for %s in an append to %s", s, subject)
 	}
@@ -491,6 +517,9 @@ func (l *Log) append(ctx context.Context, subject string, expected, at uint64, e
 		injectTrace(ctx, msg.Header)
 	}
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+	if cond.guard != "" {
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, cond.guard)
+	}
 	if at != 0 {
 		msg.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(at, 10))
 	}
@@ -513,12 +542,12 @@ func (l *Log) append(ctx context.Context, subject string, expected, at uint64, e
 			// Our own earlier attempt may be what moved the subject on: a
 			// single-replica stream checks the expected sequence before
 			// it recognises a retry by its id.
-			if seq, ok, ferr := l.findOwn(ctx, subject, expected, e); ferr != nil {
+			if seq, ok, ferr := l.findOwn(ctx, subject, cond, e); ferr != nil {
 				return 0, ferr
 			} else if ok {
 				return seq, nil
 			}
-			if at != 0 {
+			if at != 0 || cond.guard != "" {
 				return 0, fmt.Errorf("append to %s after %d at %d: %w", subject, expected, at, events.ErrLogMoved)
 			}
 			return 0, fmt.Errorf("append to %s after %d: %w", subject, expected, events.ErrConflict)
@@ -616,8 +645,8 @@ func (l *Log) publish(ctx context.Context, msg *nats.Msg) (uint64, error) {
 
 // findOwn reports whether the first event after expected on subject is e,
 // that is, whether an earlier attempt of this append went in.
-func (l *Log) findOwn(ctx context.Context, subject string, expected uint64, e events.Event) (uint64, bool, error) {
-	m, err := l.getMsg(ctx, subject, expected+1)
+func (l *Log) findOwn(ctx context.Context, subject string, cond condition, e events.Event) (uint64, bool, error) {
+	m, err := l.getMsg(ctx, subject, cond.expected+1)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, false, nil
 	}

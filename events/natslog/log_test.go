@@ -574,3 +574,49 @@ func TestAfter(t *testing.T) {
 		}
 	}
 }
+
+// AppendAfter appends while the last event on the guard's subjects is
+// where its caller read it, and refuses once anything of them came after:
+// two creates that both counted a workspace's holidays at one position
+// cannot both land. Other workspaces do not move the guard.
+func TestAppendAfter(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := t.Context()
+	guard := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "*"})
+	h := func(ws, id string) string {
+		return events.Subject(ws, events.Aggregate{Kind: events.KindHoliday, ID: id})
+	}
+	renamedIn := func(ws, id, eid string) events.Event {
+		t.Helper()
+		e, err := events.New(eid, events.Meta{WorkspaceID: ws, Time: time.Now()}, events.Aggregate{Kind: events.KindHoliday, ID: id},
+			events.HolidayRenamed{HolidayID: id, OldReason: "a", NewReason: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	first, err := l.AppendAfter(ctx, h("w1", "h1"), guard, 0, renamedIn("w1", "h1", "e1"))
+	if err != nil {
+		t.Fatalf("the first of the workspace's holiday events, expected after none: %v", err)
+	}
+	if _, err := l.Append(ctx, h("w2", "h9"), 0, renamedIn("w2", "h9", "e9")); err != nil {
+		t.Fatal(err)
+	}
+	second, err := l.AppendAfter(ctx, h("w1", "h2"), guard, first, renamedIn("w1", "h2", "e2"))
+	if err != nil {
+		t.Fatalf("after the last, with another workspace's event between: %v", err)
+	}
+	if _, err := l.AppendAfter(ctx, h("w1", "h3"), guard, first, renamedIn("w1", "h3", "e3")); !errors.Is(err, events.ErrLogMoved) {
+		t.Fatalf("after a position the workspace's holidays moved past: %v, want ErrLogMoved", err)
+	}
+	if last, err := l.LastSeq(ctx, h("w1", "h3")); err != nil || last != 0 {
+		t.Fatalf("h3's last event at %d (%v): a refused append must leave nothing", last, err)
+	}
+	// A retry of an append that landed is its own event, not a conflict.
+	if seq, err := l.AppendAfter(ctx, h("w1", "h2"), guard, first, renamedIn("w1", "h2", "e2")); (err != nil && !errors.Is(err, events.ErrAlreadyAppended)) || seq != second {
+		t.Fatalf("a retry of the second append: %d, %v; want %d", seq, err, second)
+	}
+	if _, err := l.AppendAfter(ctx, h("w2", "h4"), guard, second, renamedIn("w2", "h4", "e4")); err == nil {
+		t.Fatal("an append outside its guard's subjects was taken")
+	}
+}
