@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -220,8 +221,18 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 			CountryIDs: req.CountryID, ResourceIDs: resources, BudgetAt: at,
 		})
 		switch {
-		case errors.Is(err, events.ErrLogMoved) && attempt < 5:
-			continue // another instance changed the workspace's holidays: count again
+		case errors.Is(err, events.ErrLogMoved) && attempt < 8:
+			// Another instance changed the workspace's holidays (a create,
+			// or a rename, which moves them too): count again, after a
+			// pause that grows, so that a run of renames does not meet
+			// every attempt.
+			pause := time.Duration(attempt)*5*time.Millisecond + rand.N(5*time.Millisecond)
+			select {
+			case <-r.Context().Done():
+				return r.Context().Err()
+			case <-time.After(pause):
+			}
+			continue
 		case errors.Is(err, events.ErrLogMoved):
 			return &commands.Error{Code: commands.EConflict, Message: "The workspace's holidays are being changed by someone else; try again.", Err: err}
 		case err != nil:

@@ -96,29 +96,30 @@ func Run[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggre
 // position at, as Store.ExecuteAt says; 0 is Run. A retried request
 // (Caller.Again) runs as Run does.
 func RunAt[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggregate, at uint64, now time.Time, decide func(A) ([]events.Payload, error)) (Result, error) {
-	return runWith(ctx, s, c, a, now, decide, func(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
+	execute := func(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
 		return s.ExecuteAt(ctx, subject, at, decide)
-	})
+	}
+	if c.Again && c.IdempotencyKey != "" {
+		execute = s.ExecuteAgain
+	}
+	return runWith(ctx, c, a, now, decide, execute)
 }
 
 // RunAfter is Run for a decision of one event that rests on what the
 // subjects guard matches held up to their last event at guardSeq, read
 // before it: the append expects them there (Store.ExecuteAfter), and
 // answers events.ErrLogMoved when they moved on. A retry under an
-// Idempotency-Key (Caller.Again) runs as Run does.
+// Idempotency-Key (Caller.Again) keeps the condition: it decides again.
 func RunAfter[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggregate, guard string, guardSeq uint64, now time.Time, decide func(A) ([]events.Payload, error)) (Result, error) {
-	return runWith(ctx, s, c, a, now, decide, func(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
-		return s.ExecuteAfter(ctx, subject, guard, guardSeq, decide)
+	again := c.Again && c.IdempotencyKey != ""
+	return runWith(ctx, c, a, now, decide, func(ctx context.Context, subject string, decide Decide[A]) (Result, error) {
+		return s.ExecuteAfter(ctx, subject, guard, guardSeq, again, decide)
 	})
 }
 
-// runWith runs decide as c's command on a through execute, or, for a retry
-// under an Idempotency-Key, through ExecuteAgain.
-func runWith[A Aggregate](ctx context.Context, s *Store[A], c Caller, a events.Aggregate, now time.Time, decide func(A) ([]events.Payload, error),
+// runWith runs decide as c's command on a through execute.
+func runWith[A Aggregate](ctx context.Context, c Caller, a events.Aggregate, now time.Time, decide func(A) ([]events.Payload, error),
 	execute func(context.Context, string, Decide[A]) (Result, error)) (Result, error) {
-	if c.Again && c.IdempotencyKey != "" {
-		execute = s.ExecuteAgain
-	}
 	return execute(ctx, events.Subject(c.WorkspaceID, a), func(agg A) ([]events.Event, error) {
 		ps, err := decide(agg)
 		if err != nil || len(ps) == 0 {

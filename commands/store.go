@@ -223,12 +223,13 @@ func (s *Store[A]) ExecuteAt(ctx context.Context, subject string, at uint64, dec
 // ExecuteAfter is Execute for a caller whose decision rests on what the
 // subjects guard matches held up to their last event at guardSeq (a
 // workspace's holidays, for its budget), read before it: the append
-// expects them there, in place of the aggregate's own expected sequence,
-// which it implies when guard takes subject in. When they have moved on it
-// appends nothing and answers events.ErrLogMoved, and the caller reads
-// again. For a decision of one event (a creation).
-func (s *Store[A]) ExecuteAfter(ctx context.Context, subject, guard string, guardSeq uint64, decide Decide[A]) (Result, error) {
-	return s.execute(ctx, subject, decide, false, position{guard: guard, guardSeq: guardSeq})
+// expects them there, in place of the aggregate's own expected sequence
+// (the aggregate is caught up before it decides). When they have moved on
+// it appends nothing and answers events.ErrLogMoved, and the caller reads
+// again. For a decision of one event (a creation). With again, it is
+// ExecuteAgain on that condition.
+func (s *Store[A]) ExecuteAfter(ctx context.Context, subject, guard string, guardSeq uint64, again bool, decide Decide[A]) (Result, error) {
+	return s.execute(ctx, subject, decide, again, position{guard: guard, guardSeq: guardSeq})
 }
 
 // ExecuteAgain is Execute for a command that ran before and may have
@@ -251,6 +252,15 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 	c, err := s.load(ctx, subject)
 	if err != nil {
 		return Result{}, err
+	}
+	if at.guard != "" {
+		// The guard takes the place of the subject's expected sequence,
+		// which would catch a cache that missed another instance's append;
+		// the guard proves only that the log has not moved since the
+		// caller read it. So the cache is caught up first.
+		if _, err := s.current(ctx, c); err != nil {
+			return Result{}, err
+		}
 	}
 	var inLog map[string]events.Event
 	if again {

@@ -404,10 +404,17 @@ func (noneHeld) HolidayDays(context.Context, string) (int64, error)        { ret
 
 // Two instances count a workspace's holiday budget at one position of its
 // holidays, and both create: the second lands only if nothing came after
-// that position, else it is told to count again (events.ErrLogMoved).
+// that position, else it is told to count again (events.ErrLogMoved), a
+// retry under an Idempotency-Key too. A holiday an instance cached before
+// another created it is caught up before the guarded append, which no
+// longer checks its own expected sequence: a retry of its key past the
+// log's duplicate window finds it created rather than creating it twice.
 func TestCreatesAfterTheBudgetsPosition(t *testing.T) {
 	ctx := context.Background()
-	l := newLog(t)
+	l, err := natslog.Open(ctx, natstest.Conn(t), natslog.Config{DuplicateWindow: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	instance := func() *holidays.Handlers {
 		t.Helper()
 		resources, err := commands.NewStore(l, l.Snapshots(), holidays.NewResource, commands.StoreConfig{Name: "resource.test"})
@@ -422,25 +429,51 @@ func TestCreatesAfterTheBudgetsPosition(t *testing.T) {
 		return h
 	}
 	a, b := instance(), instance()
-	year := func(at uint64) holidays.Create {
-		return holidays.Create{Caller: caller, Reason: ptr("Year off"), Type: "global", DateFrom: "2028-01-01", DateTo: "2028-12-31", BudgetAt: at}
+	holidaysOfW1 := events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "*"})
+	last := func() uint64 {
+		t.Helper()
+		seq, err := l.LastSeq(ctx, holidaysOfW1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
 	}
-	counted, err := l.LastSeq(ctx, events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "*"}))
-	if err != nil {
+	day := func(key string, again bool, at uint64) holidays.Create {
+		c := caller
+		c.IdempotencyKey, c.Again = key, again
+		return holidays.Create{Caller: c, Reason: ptr("A day off"), Type: "global", DateFrom: "2028-01-01", DateTo: "2028-01-01", BudgetAt: at}
+	}
+
+	counted := last()
+	if _, _, _, err := b.Create.Handle(ctx, day("", false, counted)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := b.Create.Handle(ctx, year(counted)); err != nil {
-		t.Fatal(err)
+	for _, again := range []bool{false, true} {
+		if _, _, _, err := a.Create.Handle(ctx, day("k1", again, counted)); !errors.Is(err, events.ErrLogMoved) {
+			t.Fatalf("a create counted before another landed (a retry: %v): %v, want ErrLogMoved", again, err)
+		}
 	}
-	if _, _, _, err := a.Create.Handle(ctx, year(counted)); !errors.Is(err, events.ErrLogMoved) {
-		t.Fatalf("a create counted before another landed: %v, want ErrLogMoved", err)
-	}
-	now, err := l.LastSeq(ctx, events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: "*"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := a.Create.Handle(ctx, year(now)); err != nil {
+	if _, _, _, err := a.Create.Handle(ctx, day("k1", false, last())); err != nil {
 		t.Fatalf("counted again at the workspace's last holiday event: %v", err)
+	}
+
+	// b tries k2 at a stale position and caches its holiday as not created;
+	// a creates it; past the duplicate window, b retries k2.
+	if _, _, _, err := b.Create.Handle(ctx, day("k2", false, counted)); !errors.Is(err, events.ErrLogMoved) {
+		t.Fatalf("a stale create: %v, want ErrLogMoved", err)
+	}
+	id, _, _, err := a.Create.Handle(ctx, day("k2", false, last()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the log's duplicate window passes: nothing to poll
+	// Its key's record gone (expired, or given up), the request is new.
+	if _, _, res, err := b.Create.Handle(ctx, day("k2", false, last())); err != nil || len(res.Events) != 0 {
+		t.Fatalf("a retry of a created holiday's key: %d events appended, %v; want none", len(res.Events), err)
+	}
+	n := 0
+	if _, err := l.Read(ctx, events.Subject("w1", events.Aggregate{Kind: events.KindHoliday, ID: id}), 0, func(events.Event) error { n++; return nil }); err != nil || n != 1 {
+		t.Fatalf("the holiday has %d events (%v), want its one creation", n, err)
 	}
 }
 

@@ -461,7 +461,11 @@ func (l *Log) AppendAt(ctx context.Context, subject string, expected, at uint64,
 // subject (a workspace's holidays), is still at guardSeq (0: none). It
 // appends nothing and answers events.ErrLogMoved when it is not, so that a
 // caller that decided on what those subjects held at guardSeq (a
-// workspace's holiday budget) decided on what they hold.
+// workspace's holiday budget) decided on what they hold. On a replicated
+// stream the server checks the guard against what it has applied: two
+// guarded appends still exclude each other, but one may land behind an
+// unguarded append to another of its subjects still in flight (a rename,
+// which the budget does not count).
 func (l *Log) AppendAfter(ctx context.Context, subject, guard string, guardSeq uint64, e events.Event) (uint64, error) {
 	if !subjectMatches(guard, subject) {
 		return 0, fmt.Errorf("append to %s after %s: the guard does not take the subject in", subject, guard)
