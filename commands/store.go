@@ -249,15 +249,16 @@ func (s *Store[A]) execute(ctx context.Context, subject string, decide Decide[A]
 	l.Lock()
 	defer l.Unlock()
 
-	c, err := s.load(ctx, subject)
+	c, cached, err := s.load(ctx, subject)
 	if err != nil {
 		return Result{}, err
 	}
-	if at.guard != "" {
+	if at.guard != "" && cached {
 		// The guard takes the place of the subject's expected sequence,
 		// which would catch a cache that missed another instance's append;
 		// the guard proves only that the log has not moved since the
-		// caller read it. So the cache is caught up first.
+		// caller read it. So a cached aggregate is caught up first (one
+		// just read from the log is current).
 		if _, err := s.current(ctx, c); err != nil {
 			return Result{}, err
 		}
@@ -455,20 +456,22 @@ func (s *Store[A]) Load(ctx context.Context, subject string, read func(A, uint64
 	l := &s.locks[maphash.String(s.seed, subject)%uint64(len(s.locks))]
 	l.Lock()
 	defer l.Unlock()
-	c, err := s.load(ctx, subject)
+	c, _, err := s.load(ctx, subject)
 	if err != nil {
 		return err
 	}
 	return read(c.agg, c.seq)
 }
 
-func (s *Store[A]) load(ctx context.Context, subject string) (*cached[A], error) {
+// load returns the aggregate on subject, and whether it came from the
+// cache rather than the log.
+func (s *Store[A]) load(ctx context.Context, subject string) (*cached[A], bool, error) {
 	s.mu.Lock()
 	if el, ok := s.cache[subject]; ok {
 		s.lru.MoveToFront(el)
 		s.mu.Unlock()
 		s.cfg.Metrics.CacheHit()
-		return el.Value.(*cached[A]), nil
+		return el.Value.(*cached[A]), true, nil
 	}
 	s.mu.Unlock()
 
@@ -487,11 +490,11 @@ func (s *Store[A]) load(ctx context.Context, subject string) (*cached[A], error)
 		}
 	}
 	if err := s.catchUp(ctx, c); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s.remember(c)
 	s.cfg.Metrics.ColdLoad(time.Since(start))
-	return c, nil
+	return c, false, nil
 }
 
 func (s *Store[A]) catchUp(ctx context.Context, c *cached[A]) error {

@@ -29,14 +29,13 @@ type Scope struct {
 // writes, which show the resources a holiday applies to.
 type Resources struct {
 	scope  *sqlx.Stmt
-	cached *posCache[Scope]
-	seen   *Seen // nil: Current knows nothing
+	cached *posCache[Scope] // with its Seen (nil: Current knows nothing)
 }
 
 // NewResources prepares the statement. seen, when not nil, is what the
 // holidays projector of this instance receives, for Current.
 func NewResources(ctx context.Context, db *sqlx.DB, seen *Seen) (*Resources, error) {
-	q := Resources{cached: newPosCache[Scope](1024, seen), seen: seen}
+	q := Resources{cached: newPosCache[Scope](1024, seen)}
 	if err := prepare(ctx, db, "resource queries", []statement{
 		{&q.scope, `SELECT COALESCE((SELECT max(seq) FROM resources WHERE workspace_id = $1), 0),
 			ARRAY(SELECT id FROM resources WHERE workspace_id = $1 AND is_active AND NOT is_guest ORDER BY id COLLATE "C"),
@@ -93,7 +92,7 @@ const seenWait = 2 * time.Millisecond
 // after. Every event up to that position either was there when the scope
 // was read or went past Seen since, which would have told.
 func (q *Resources) Current(workspaceID string, last uint64) (Scope, uint64, bool) {
-	if q.seen == nil || !q.seen.reach(last, seenWait) {
+	if seen := q.cached.seen; seen == nil || !seen.reach(last, seenWait) {
 		return Scope{}, 0, false
 	}
 	return q.cached.current(workspaceID, workspaceID)
