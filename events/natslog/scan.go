@@ -191,8 +191,13 @@ func each(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsume
 	// Deferred first so it runs last, once the iterator has stopped
 	// pulling from the consumer it deletes.
 	defer release(st, cons)
-	if !follow && cons.CachedInfo().NumPending == 0 {
-		return nil
+	// The pending count is the server's, and a delete racing the
+	// consumer's creation can leave it at none with a message still there
+	// (see scanIdle): the stream says.
+	if info := cons.CachedInfo(); !follow && info.NumPending == 0 {
+		if more, err := remains(ctx, st, cfg.FilterSubjects, info.Delivered.Stream); !more || err != nil {
+			return err
+		}
 	}
 	it, err := cons.Messages()
 	if err != nil {
