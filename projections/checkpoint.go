@@ -25,8 +25,21 @@ type checkpoint struct {
 // readCheckpoint reads name's row of table (a projector_checkpoints table,
 // possibly schema-qualified); a missing row is the zero checkpoint.
 func readCheckpoint(ctx context.Context, q sqlx.QueryerContext, table, name string) (checkpoint, error) {
+	return selectCheckpoint(ctx, q, table, name, "")
+}
+
+// lockCheckpoint reads name's checkpoint as readCheckpoint does, and holds
+// its row until tx ends: what a writer does first that applies events
+// without moving the checkpoint (a redrive), or moves it by another rule (a
+// rebuild's switch); see writeCheckpoint. A missing row locks nothing: no
+// batch has committed yet.
+func lockCheckpoint(ctx context.Context, tx *sqlx.Tx, table, name string) (checkpoint, error) {
+	return selectCheckpoint(ctx, tx, table, name, " FOR UPDATE")
+}
+
+func selectCheckpoint(ctx context.Context, q sqlx.QueryerContext, table, name, lock string) (checkpoint, error) {
 	var c checkpoint
-	err := sqlx.GetContext(ctx, q, &c, `SELECT seq, version, stream_created, event_id FROM `+table+` WHERE name = $1`, name)
+	err := sqlx.GetContext(ctx, q, &c, `SELECT seq, version, stream_created, event_id FROM `+table+` WHERE name = $1`+lock, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return checkpoint{}, nil
 	}
@@ -46,14 +59,27 @@ func readCheckpoint(ctx context.Context, q sqlx.QueryerContext, table, name stri
 // then roll back, when the checkpoint is no longer at from: the writer's
 // lock was lost before it noticed (the next ping of its session is up to a
 // second away) and another runner applied the log meanwhile, or the
-// database was restored to an older checkpoint. Either way the batch would
-// apply events twice or skip some.
+// database was restored to an older checkpoint, or to one from before
+// the row was first written. Either way the batch would apply events twice
+// or skip some.
+//
+// Every writer of a read model moves or locks its checkpoint first
+// (lockCheckpoint), before it touches a table: the row's lock then orders
+// them, a writer that lost its lock cannot interleave with the one that
+// took over, and no two wait on each other's tables.
 func writeCheckpoint(ctx context.Context, tx *sqlx.Tx, table, name string, from uint64, c checkpoint) error {
-	res, err := tx.ExecContext(ctx, `INSERT INTO `+table+` AS c (name, seq, version, stream_created, event_id) VALUES ($1, $2, $3, $4, $5)
+	query := `UPDATE ` + table + ` SET seq = $2, event_id = $3, updated_at = now(),
+			stream_created = CASE WHEN stream_created = '' THEN $4 ELSE stream_created END
+		WHERE name = $1 AND seq = $5`
+	args := []any{name, c.Seq, c.EventID, c.StreamCreated, from}
+	if from == 0 {
+		query = `INSERT INTO ` + table + ` AS c (name, seq, version, stream_created, event_id) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, updated_at = now(),
 			stream_created = CASE WHEN c.stream_created = '' THEN EXCLUDED.stream_created ELSE c.stream_created END
-		WHERE c.seq = $6`,
-		name, c.Seq, c.Version, c.StreamCreated, c.EventID, from)
+		WHERE c.seq = 0`
+		args = []any{name, c.Seq, c.Version, c.StreamCreated, c.EventID}
+	}
+	res, err := tx.ExecContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}

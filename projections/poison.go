@@ -183,43 +183,91 @@ func (r *Runner) redrive(ctx context.Context) (applied, left int, changed bool, 
 // either is skipped (it is parked too). It returns which later events are
 // parked ones (in parked), and whether each applied. An event the log
 // cannot decode keeps e parked until it can be.
+//
+// The transaction holds the checkpoint where the runner left it, as a
+// batch does (see writeCheckpoint), so a runner that lost its lock to
+// another cannot bring back what the other applied since. e is applied
+// before the log is read: one that still fails costs no read of a
+// workspace's history, which is then read and applied a chunk at a time.
 func (r *Runner) applyParked(ctx context.Context, subject string, e events.Event, parked map[uint64][]natslog.Parked) (map[uint64]bool, error) {
 	upTo := r.Position()
-	var later []events.Event
-	if err := r.cfg.Parking.ScanSubjects(ctx, reach(subject, e), events.ScanFrom{Seq: e.Seq + 1}, func(l events.Event) error {
-		if l.Seq > upTo {
-			return errEnough
-		}
-		later = append(later, l)
-		return nil
-	}); err != nil && !errors.Is(err, errEnough) {
-		return nil, fmt.Errorf("read what came after parked seq %d: %w", e.Seq, err)
-	}
 	tx, err := r.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
+	if c, err := lockCheckpoint(ctx, tx, "projector_checkpoints", r.p.Name()); err != nil {
+		return nil, err
+	} else if c.Seq != upTo {
+		return nil, fmt.Errorf("%w (at %d, where this runner left it at %d)", errCheckpointMoved, c.Seq, upTo)
+	}
 	if err := r.p.Apply(ctx, tx, []events.Event{e}); err != nil {
 		return nil, fmt.Errorf("apply parked seq %d: %w", e.Seq, err)
 	}
-	poison, err := applyIsolated(ctx, tx, r.p, later)
-	if err != nil {
+	out := map[uint64]bool{}
+	var chunk []events.Event
+	flush := func() error {
+		poison, err := applyChunk(ctx, tx, r.p, chunk)
+		if err != nil {
+			return err
+		}
+		for _, l := range chunk {
+			if parked[l.Seq] != nil {
+				out[l.Seq] = poison[l.Seq] == nil
+			}
+		}
+		for seq, err := range poison {
+			r.cfg.Logger.Warn("redrive: a later event cannot be applied", "parked_seq", e.Seq, "seq", seq, "err", err)
+		}
+		chunk = chunk[:0]
+		return nil
+	}
+	var applyErr error
+	err = r.cfg.Parking.ScanSubjects(ctx, reach(subject, e), events.ScanFrom{Seq: e.Seq + 1}, func(l events.Event) error {
+		if l.Seq > upTo {
+			return errEnough
+		}
+		if chunk = append(chunk, l); len(chunk) == max(r.cfg.Batch, 1) {
+			applyErr = flush()
+		}
+		return applyErr
+	})
+	switch {
+	case applyErr != nil:
+		return nil, applyErr
+	case err != nil && !errors.Is(err, errEnough):
+		return nil, fmt.Errorf("read what came after parked seq %d: %w", e.Seq, err)
+	}
+	if err := flush(); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	out := map[uint64]bool{}
-	for _, l := range later {
-		if parked[l.Seq] != nil {
-			out[l.Seq] = poison[l.Seq] == nil
-		}
-	}
-	for seq, err := range poison {
-		r.cfg.Logger.Warn("redrive: a later event cannot be applied", "parked_seq", e.Seq, "seq", seq, "err", err)
-	}
 	return out, nil
+}
+
+// applyChunk applies evs in tx as a batch does, or, when one of them is at
+// fault, one by one (applyIsolated), and returns those at fault.
+func applyChunk(ctx context.Context, tx *sqlx.Tx, p Projector, evs []events.Event) (map[uint64]error, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT chunk`); err != nil {
+		return nil, err
+	}
+	err := p.Apply(ctx, tx, evs)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `RELEASE SAVEPOINT chunk`)
+		return nil, err
+	}
+	if !poisonous(err) {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT chunk`); err != nil {
+		return nil, err
+	}
+	return applyIsolated(ctx, tx, p, evs)
 }
 
 // reach is what a replay after the event e on subject must cover: an

@@ -2,8 +2,10 @@ package projections_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -185,6 +187,39 @@ func TestRedriveKeepsWhatCameAfter(t *testing.T) {
 	stop() // the runners of both read models share the log's consumer
 	if got, want := dump(t, db)+counts(t, db), projectedClean(t, f, last); got != want {
 		t.Errorf("after the redrive the read model is\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestRedriveOfARunnerThatLostItsPlace: a runner whose checkpoint another
+// moved (it lost its lock, and the one that took over applied the log
+// since) redrives nothing: what it would apply after the parked event
+// stops where it left the log, and could bring back what came since.
+func TestRedriveOfARunnerThatLostItsPlace(t *testing.T) {
+	f := newFixture(t)
+	last := f.history(t, 3)
+	db := migrated(t)
+	p := &picky{Model: notificationsProjector(t, db)}
+	p.refuseOnly(last)
+	r, stop := startWith(t, f, db, p, projections.RunnerConfig{Parking: f.log})
+	defer stop()
+	caughtUp(t, r, last)
+	before := dump(t, db) + counts(t, db)
+
+	p.refuseOnly()
+	db.MustExec(`UPDATE projector_checkpoints SET seq = seq + 1 WHERE name = $1`, p.Name())
+	resp, err := f.log.JetStream().Conn().Request(projections.RedriveSubject("notifications"), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res projections.RedriveResult
+	if err := json.Unmarshal(resp.Data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 0 || res.Parked != 1 || !strings.Contains(res.Error, "not where this writer left it") {
+		t.Fatalf("redrive answered %s, want nothing applied and the checkpoint named", resp.Data)
+	}
+	if after := dump(t, db) + counts(t, db); after != before {
+		t.Fatalf("the refused redrive changed the read model:\n%s\nwas\n%s", after, before)
 	}
 }
 

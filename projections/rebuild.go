@@ -788,11 +788,22 @@ func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 		}
 		return false, fmt.Errorf("switch: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO `+rb.live+`.projector_checkpoints (name, seq, version, stream_created, event_id)
+	// The row is held since holdLive, unless there was none: then a first
+	// batch may have written one meanwhile, and the switch reads again.
+	res, err := tx.ExecContext(ctx, `INSERT INTO `+rb.live+`.projector_checkpoints AS c (name, seq, version, stream_created, event_id)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, version = EXCLUDED.version,
-			stream_created = EXCLUDED.stream_created, event_id = EXCLUDED.event_id, updated_at = now()`,
-		rb.m.Name(), final.Seq, rb.m.Version(), rb.created, final.EventID); err != nil {
+			stream_created = EXCLUDED.stream_created, event_id = EXCLUDED.event_id, updated_at = now()
+		WHERE $6`,
+		rb.m.Name(), final.Seq, rb.m.Version(), rb.created, final.EventID, final.exists)
+	if err != nil {
 		return false, fmt.Errorf("switch: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return false, fmt.Errorf("switch: %w", err)
+	} else if n == 0 {
+		rb.unread(batch...)
+		rb.log.Info("a first batch of the live projector came before the switch; trying again")
+		return false, nil
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("switch: %w", err)
@@ -815,25 +826,30 @@ func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 // live projector ended the lock's wait, or the live read model is more
 // than a batch ahead.
 func (rb *rebuild) holdLive(ctx context.Context, tx *sqlx.Tx, live []string) (final checkpoint, ready bool, err error) {
-	// EXCLUSIVE lets queries read on, and makes a batch of the live
-	// projector wait: once granted, no batch is half done, and the live
-	// checkpoint is the live tables' position.
+	// The live checkpoint first, as every writer of the live read model
+	// takes it (see writeCheckpoint): a batch under way ends before, and
+	// the next waits until the switch is done, even one that writes no
+	// table (all of its events parked), which the table locks would let
+	// move the checkpoint between its read here and the switch's write.
+	lc, err := lockCheckpoint(ctx, tx, rb.live+".projector_checkpoints", rb.m.Name())
+	if err != nil {
+		return checkpoint{}, false, err
+	}
+	// EXCLUSIVE lets queries read on; with the checkpoint held, no batch
+	// is half done, and the live checkpoint is the live tables' position.
 	if _, err := tx.ExecContext(ctx, `LOCK TABLE `+strings.Join(live, ", ")+` IN EXCLUSIVE MODE`); err != nil {
 		if retryable(err) {
-			// A batch that took the tables in another order than Tables
-			// says: PostgreSQL ended one of the two, here the switch.
+			// A deadlock with a writer that takes the tables before the
+			// checkpoint (an older build's batch, in a rolling deploy):
+			// PostgreSQL ended one of the two, here the switch.
 			rb.log.Info("switch met a batch of the live projector; trying again", "err", err)
 			return checkpoint{}, false, nil
 		}
 		return checkpoint{}, false, err
 	}
-	lc, err := readCheckpoint(ctx, tx, rb.live+".projector_checkpoints", rb.m.Name())
-	if err != nil {
-		return checkpoint{}, false, err
-	}
 	final = lc
 	if rb.cfg.diverged {
-		final = checkpoint{Seq: rb.pos, EventID: rb.eventID}
+		final = checkpoint{Seq: rb.pos, EventID: rb.eventID, exists: lc.exists}
 	}
 	if final.Seq < rb.pos {
 		return checkpoint{}, false, fmt.Errorf("the live read model (at %d) went back behind the new one (at %d)", final.Seq, rb.pos)

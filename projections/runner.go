@@ -887,7 +887,24 @@ func (r *Runner) commit(ctx context.Context, from uint64, evs []events.Event, ra
 			return fmt.Errorf("seq %d: %w", seq, err)
 		}
 	}
-	tx, err := r.db.BeginTxx(ctx, nil)
+	end := uint64(0)
+	for seq := range raw {
+		end = max(end, seq)
+	}
+	// The checkpoint moves first: see writeCheckpoint.
+	begin := func() (*sqlx.Tx, error) {
+		tx, err := r.db.BeginTxx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeCheckpoint(ctx, tx, "projector_checkpoints", r.p.Name(), from, checkpoint{Seq: end, Version: r.version(),
+			StreamCreated: r.created, EventID: raw[end].Headers().Get(nats.MsgIdHdr)}); err != nil {
+			tx.Rollback()
+			return nil, err
+		}
+		return tx, nil
+	}
+	tx, err := begin()
 	if err != nil {
 		return err
 	}
@@ -897,7 +914,7 @@ func (r *Runner) commit(ctx context.Context, from uint64, evs []events.Event, ra
 			return err
 		}
 		tx.Rollback()
-		if tx, err = r.db.BeginTxx(ctx, nil); err != nil {
+		if tx, err = begin(); err != nil {
 			return err
 		}
 		defer tx.Rollback()
@@ -919,14 +936,6 @@ func (r *Runner) commit(ctx context.Context, from uint64, evs []events.Event, ra
 			return err
 		}
 		r.cfg.Logger.Error("event parked", "seq", seq, "subject", m.Subject(), "reason", perr)
-	}
-	end := uint64(0)
-	for seq := range raw {
-		end = max(end, seq)
-	}
-	if err := writeCheckpoint(ctx, tx, "projector_checkpoints", r.p.Name(), from, checkpoint{Seq: end, Version: r.version(),
-		StreamCreated: r.created, EventID: raw[end].Headers().Get(nats.MsgIdHdr)}); err != nil {
-		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -217,38 +217,47 @@ func TestRestartMidBatchEqualsRebuild(t *testing.T) {
 // before the first event) holds an older checkpoint than the runner. The
 // runner must not write its next batch on top of the restored tables as if
 // they had the events it applied before; it must apply the log again from
-// the restored checkpoint, not skip those events as applied.
+// the restored checkpoint, not skip those events as applied. A backup
+// taken before the first batch committed has no checkpoint row at all.
 func TestDatabaseRestoredUnderTheRunner(t *testing.T) {
-	f := newFixture(t)
-	last := f.history(t, 40)
-	db := migrated(t)
-	p := notificationsProjector(t, db)
-	r, stop := start(t, f, db, p, 50)
-	t.Cleanup(stop)
-	caughtUp(t, r, last)
+	for _, tc := range []struct{ name, checkpoint string }{
+		{"at the first event", `UPDATE projector_checkpoints SET seq = 0, event_id = '' WHERE name = $1`},
+		{"before the first batch", `DELETE FROM projector_checkpoints WHERE name = $1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			last := f.history(t, 40)
+			db := migrated(t)
+			p := notificationsProjector(t, db)
+			r, stop := start(t, f, db, p, 50)
+			t.Cleanup(stop)
+			caughtUp(t, r, last)
 
-	restore := `UPDATE projector_checkpoints SET seq = 0, event_id = '' WHERE name = '` + p.Name() + `'`
-	for _, table := range p.Tables() {
-		restore += `; TRUNCATE ` + table
-	}
-	if _, err := db.Exec(restore); err != nil {
-		t.Fatal(err)
-	}
-	last = f.history(t, 5) // written after the restore
+			tx := db.MustBegin()
+			tx.MustExec(tc.checkpoint, p.Name())
+			for _, table := range p.Tables() {
+				tx.MustExec(`TRUNCATE ` + table)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			last = f.history(t, 5) // written after the restore
 
-	waitFor(t, 30*time.Second, func() error {
-		var seq uint64
-		if err := db.Get(&seq, `SELECT seq FROM projector_checkpoints WHERE name = $1`, p.Name()); err != nil {
-			return err
-		}
-		if seq != last {
-			return fmt.Errorf("checkpoint at %d, the log at %d", seq, last)
-		}
-		return nil
-	})
-	stop()
-	if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
-		t.Fatalf("read model after the restore differs from a fresh projection:\n%s\n%s", got, want)
+			waitFor(t, 30*time.Second, func() error {
+				var seq uint64
+				if err := db.Get(&seq, `SELECT seq FROM projector_checkpoints WHERE name = $1`, p.Name()); err != nil {
+					return err
+				}
+				if seq != last {
+					return fmt.Errorf("checkpoint at %d, the log at %d", seq, last)
+				}
+				return nil
+			})
+			stop()
+			if got, want := dump(t, db)+counts(t, db), projectedFresh(t, f, last); got != want {
+				t.Fatalf("read model after the restore differs from a fresh projection:\n%s\n%s", got, want)
+			}
+		})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"astro/events"
 	"astro/projections"
 	"astro/projections/pgconn"
 	"astro/projections/pgtest"
@@ -22,7 +23,10 @@ import (
 // The writer, still on the log, stops pulling and ends its batch under way
 // once its lock's ping goes unanswered: a batch waiting on the cut link
 // ends only with its context, and the writer's pulls took the deliveries
-// the standby waited for.
+// the standby waited for. The cut comes in the middle of a batch, whose
+// transaction holds the rows the standby's first batch writes: the server
+// ends it as it ends the lock's session, or the standby would wait behind
+// it for those hours.
 func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 	f := newFixture(t)
 	url := pgtest.URL(t)
@@ -44,13 +48,14 @@ func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 	// minutes, so that the standby takes over in time only if the writer
 	// stops pulling once its lock is lost, whatever its stuck calls do.
 	cfg := projections.RunnerConfig{Batch: 100, AckWait: 10 * time.Minute}
-	writer, _ := startWith(t, f, proxied, notificationsProjector(t, proxied), cfg)
+	cut := &freezeMidBatch{Notifications: notificationsProjector(t, proxied), link: link}
+	writer, _ := startWith(t, f, proxied, cut, cfg)
 	caughtUp(t, writer, f.history(t, 5))
 	standby, stopStandby := startWith(t, f, direct, notificationsProjector(t, direct), cfg)
 	defer stopStandby()
 	caughtUp(t, standby, f.history(t, 5))
 
-	link.Freeze() // the writer's link to the database is gone
+	cut.armed.Store(true) // the writer's link to the database goes in its next batch
 	cutAt := time.Now()
 	more := f.history(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -63,6 +68,22 @@ func TestStandbyTakesOverFromAWriterCutOffFromTheDatabase(t *testing.T) {
 			standby.State(), err, holders)
 	}
 	t.Logf("the standby took over after %v", time.Since(cutAt))
+}
+
+// freezeMidBatch, once armed, freezes link after its next batch's
+// statements, before the commit.
+type freezeMidBatch struct {
+	*projections.Notifications
+	link  *pgtest.Freezer
+	armed atomic.Bool
+}
+
+func (p *freezeMidBatch) Apply(ctx context.Context, tx *sqlx.Tx, evs []events.Event) error {
+	err := p.Notifications.Apply(ctx, tx, evs)
+	if err == nil && p.armed.CompareAndSwap(true, false) {
+		p.link.Freeze()
+	}
+	return err
 }
 
 // countingHandler counts the records at or above a level.

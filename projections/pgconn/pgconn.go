@@ -55,6 +55,13 @@ const (
 	// cancelGrace is how long a call whose context ended has to end by
 	// lib/pq's CancelRequest before its socket is failed.
 	cancelGrace = time.Second
+	// idleInTransaction bounds how long a session may sit in a
+	// transaction without a call: as long as a projector's lock session
+	// may go silent before another instance takes over (runner.go's
+	// lockIdle). Between their calls Astro's transactions wait at most
+	// for the log (a park, a redrive's next events), which answers in
+	// milliseconds; one it keeps waiting longer is rolled back and retried.
+	idleInTransaction = "15s"
 )
 
 // past is a deadline that has always passed.
@@ -110,6 +117,18 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, fmt.Errorf("pgconn: connect: %w", context.Cause(ctx))
 	}
 	cn.pq = pc
+	// A transaction whose client went silent (a partition) would hold its
+	// row locks until the server's TCP gives up on the socket, hours
+	// later: a projector's standby that took over would wait behind them.
+	// The server ends such a session once it has been idle in a
+	// transaction this long. A server that does not know the setting
+	// (before 9.6) keeps its sessions as they were.
+	w = cn.watch(ctx)
+	_, err = pc.(driver.ExecerContext).ExecContext(ctx, `SET idle_in_transaction_session_timeout = '`+idleInTransaction+`'`, nil)
+	if err = w.end(err); err != nil && cn.isBroken() {
+		_ = pc.Close()
+		return nil, err
+	}
 	return cn, nil
 }
 

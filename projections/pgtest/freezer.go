@@ -95,11 +95,13 @@ func (f *Freezer) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		// Frozen, a close is held as data is: behind a partition the
+		// server never learns that its client gave up.
+		f.mu.Lock()
+		thawed := f.thawed
+		f.mu.Unlock()
+		<-thawed
 		if n > 0 {
-			f.mu.Lock()
-			thawed := f.thawed
-			f.mu.Unlock()
-			<-thawed
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return
 			}
