@@ -187,22 +187,31 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ htt
 		return err
 	}
 	lastID := q.Get("lastId")
-	f := query.NotificationFilter{SenderID: q.Get("senderId")}
-	// As a send names its sender: a UUID lower-cased, another id by its
-	// name-based UUID, so ?senderId=bob finds what "bob" sent. Other text
-	// is still taken as it is (it finds nothing a send could have stored
-	// since senders became UUIDs).
-	f.SenderID = events.UpstreamID(f.SenderID)
+	var f query.NotificationFilter
 	v := commands.Validation{}
 	if lastID != "" && !events.ValidUUID(lastID) {
 		v.Add("lastId", "lastId must be a UUID.")
 	}
-	if !cleanText(f.SenderID) {
-		v.Add("senderId", "senderId must be text without control characters.")
+	// As a send names its sender: a UUID lower-cased, another id by its
+	// name-based UUID, so ?senderId=bob finds what "bob" sent; what a send
+	// refuses ('{…}', ' bob') is refused here too, rather than finding
+	// nothing.
+	if sender := q.Get("senderId"); sender != "" {
+		var ok bool
+		if f.SenderID, ok = events.UUIDFor(sender); !ok {
+			v.Add("senderId", "senderId must be the sender's UUID, such as 123e4567-e89b-12d3-a456-426614174000, or another id of "+events.NameRule+".")
+		}
 	}
 	// Both notificationTypes=a,b and notificationTypes=a&notificationTypes=b.
-	for _, t := range q["notificationTypes"] {
-		for _, t := range strings.Split(t, ",") {
+	// A value with a comma also stands for itself: a send takes a type that
+	// holds one, and the public document's form explodes the list, so a
+	// client asking for "a,b" may mean that type.
+	for _, value := range q["notificationTypes"] {
+		types := strings.Split(value, ",")
+		if len(types) > 1 {
+			types = append(types, value)
+		}
+		for _, t := range types {
 			if t = strings.TrimSpace(t); t != "" {
 				f.NotificationTypes = append(f.NotificationTypes, t)
 			}

@@ -19,8 +19,11 @@ import (
 )
 
 // Paging of the holiday lists: $top when absent, and the largest accepted.
+// They are one: the public document names no default and the envelope no
+// next page, so a client that asks without $top takes the answer for the
+// whole list, and must get as much of it as any page holds.
 const (
-	HolidayListDefaultTop = 100
+	HolidayListDefaultTop = HolidayListMaxTop
 	HolidayListMaxTop     = 1000
 )
 
@@ -200,8 +203,11 @@ func NewHolidays(ctx context.Context, db *sqlx.DB, config ...HolidaysConfig) (*H
 				// ('res-000') is stored as that name's UUID, also one an
 				// older Astro logged as the name itself (the projector
 				// names it: events.ResourceUpserted.Normal). 'res-000'
-				// finds it, as does its UUID in any case.
-				"resourceId": {Column: "x.resource_id", Kind: odata.String, Literal: events.UpstreamID},
+				// finds it, as does its UUID in any case; what a
+				// resource's write refuses ('{…}', ' res-000') is refused
+				// here too, rather than finding nothing.
+				"resourceId": {Column: "x.resource_id", Kind: odata.String, Literal: events.UUIDFor,
+					LiteralHint: "a resource id: a UUID, such as '123e4567-e89b-12d3-a456-426614174000', or another id of " + events.NameRule},
 			}),
 		},
 	}, nil

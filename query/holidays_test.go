@@ -470,6 +470,26 @@ func TestHolidayListPagingIsStable(t *testing.T) {
 	}
 }
 
+// A list asked for without $top answers as much of it as a page holds:
+// the envelope has no next page, so the client takes it for the whole.
+func TestHolidayListWithoutTop(t *testing.T) {
+	h := newHolidayEnv(t)
+	h.apply(
+		h.event("ws1", events.HolidayCreated{HolidayID: hG, Reason: "Sabbatical", Type: events.HolidayGlobal, DateFrom: "2027-01-01", DateTo: "2027-12-31"}),
+		h.event("ws1", events.HolidayCreated{HolidayID: hG2, Reason: "Sabbatical", Type: events.HolidayGlobal, DateFrom: "2028-01-01", DateTo: "2028-12-31"}),
+		h.event("ws1", events.HolidayCreated{HolidayID: hN, Reason: "Sabbatical", Type: events.HolidayGlobal, DateFrom: "2029-01-01", DateTo: "2029-12-31"}),
+	)
+	for _, o := range []query.ListOptions{{}, {Filter: "date ge 2027-01-01"}, {OrderBy: "date desc"}} {
+		got, err := h.q.Global(t.Context(), "ws1", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != query.HolidayListMaxTop {
+			t.Errorf("%+v: %d rows of 1,096, want %d", o, len(got), query.HolidayListMaxTop)
+		}
+	}
+}
+
 func TestHolidayListErrors(t *testing.T) {
 	h := newHolidayEnv(t)
 	global := func(o query.ListOptions) error { _, err := h.q.Global(t.Context(), "ws1", o); return err }

@@ -71,11 +71,13 @@ func TestRetrieveGroupsAndFilters(t *testing.T) {
 	s.send(svc, "alice", "carol", "comment")
 	s.send(svc, "alice", "bob", "task")
 	newest := s.send(svc, "alice", "bob", "mention")
+	s.send(svc, "alice", "dave", "report,weekly") // a type a send takes
 
 	grouped := s.page(alice, "")
-	if len(grouped.Items) != 2 {
-		t.Fatalf("grouped into %d, want 2 (bob's three, carol's one): %+v", len(grouped.Items), grouped.Items)
+	if len(grouped.Items) != 3 {
+		t.Fatalf("grouped into %d, want 3 (dave's one, bob's three, carol's one): %+v", len(grouped.Items), grouped.Items)
 	}
+	grouped.Items = grouped.Items[1:]
 	parent := grouped.Items[0]
 	if parent.ID != newest.ID || len(parent.Children) != 2 {
 		t.Fatalf("bob's group: parent %s with %d children, want %s with 2", parent.ID, len(parent.Children), newest.ID)
@@ -83,7 +85,7 @@ func TestRetrieveGroupsAndFilters(t *testing.T) {
 	if grouped.Items[1].Children != nil {
 		t.Fatalf("carol's single notification has children %+v", grouped.Items[1].Children)
 	}
-	if grouped.TotalCount != 4 || grouped.UnreadCount != 4 {
+	if grouped.TotalCount != 5 || grouped.UnreadCount != 5 {
 		t.Fatalf("counts %d/%d", grouped.TotalCount, grouped.UnreadCount)
 	}
 
@@ -91,7 +93,10 @@ func TestRetrieveGroupsAndFilters(t *testing.T) {
 		query string
 		want  int
 	}{
-		{"?asFlatList=true", 4},
+		{"?asFlatList=true", 5},
+		{"?asFlatList=true&notificationTypes=report%2Cweekly", 1},
+		{"?asFlatList=true&notificationTypes=report,weekly&notificationTypes=task", 3},
+		{"?asFlatList=true&notificationTypes=report", 0},
 		{"?asFlatList=true&senderId=" + idOf("carol"), 1},
 		{"?asFlatList=true&notificationTypes=task", 2},
 		{"?asFlatList=true&notificationTypes=task,mention", 3},

@@ -91,7 +91,11 @@ func bidiControl(c rune) bool {
 type Rename struct {
 	Caller    commands.Caller
 	HolidayID string
-	Reason    *string // nil when the body had no reason
+	// Reason is nil when the body had none (left out, or null): the
+	// rename then changes nothing and answers the holiday as it is, as
+	// one to the current name does, since the public document makes the
+	// field optional.
+	Reason *string
 	// LogAt, when not 0, is the position up to which the caller has seen
 	// the history stream: the rename appends only if the stream is still
 	// there, and answers events.ErrLogMoved otherwise (commands.RunAt).
@@ -112,13 +116,20 @@ func (h RenameHandler) Handle(ctx context.Context, cmd Rename) (Holiday, command
 	if !events.ValidUUID(cmd.HolidayID) {
 		v.Add("id", "The id must be a UUID.")
 	}
-	reason := cleanReason(v, cmd.Reason)
+	var reason string
+	if cmd.Reason != nil {
+		reason = cleanReason(v, cmd.Reason)
+	}
 	if err := v.Err(); err != nil {
 		return Holiday{}, commands.Result{}, err
 	}
 	id := strings.ToLower(cmd.HolidayID)
 	var renamed Holiday
 	res, err := commands.RunAt(ctx, h.holidays, cmd.Caller, holidayAggregate(id), cmd.LogAt, h.now().UTC(), func(hol *Holiday) ([]events.Payload, error) {
+		reason := reason
+		if cmd.Reason == nil {
+			reason = hol.Reason
+		}
 		ps, err := hol.Rename(id, reason)
 		renamed = *hol
 		renamed.Reason = reason

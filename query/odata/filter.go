@@ -293,6 +293,13 @@ func (p *parser) operand(after string) (operand, error) {
 		return operand{tok: t}, nil
 	case tWord:
 		lw := strings.ToLower(t.text)
+		if next := p.peek(); next.kind == tString && next.pos == t.pos+len(t.text) && typedLiterals[lw] {
+			// OData v2's typed literals (datetime'2027-01-31T00:00:00',
+			// guid'…'), which older clients still write: the text is the
+			// value, and the field's kind decides what it must be.
+			p.next()
+			return operand{tok: token{tString, t.pos, next.text}}, nil
+		}
 		if isLiteralWord(lw) || !isIdent(t.text) {
 			return operand{tok: t}, nil // true/false/null, a number or a date; bind checks it
 		}
@@ -310,6 +317,8 @@ func (p *parser) operand(after string) (operand, error) {
 	}
 	return operand{}, p.fail(t, "expected a field or a value "+after+", found "+describe(t))
 }
+
+var typedLiterals = map[string]bool{"datetime": true, "datetimeoffset": true, "date": true, "guid": true}
 
 func isLiteralWord(w string) bool {
 	switch strings.ToLower(w) {
@@ -367,18 +376,37 @@ func (p *parser) bind(f operand, op cmpOp, lit token) (*node, error) {
 			return nil, p.fail(lit, name+" is text: put the value in single quotes, e.g. 'abc'")
 		}
 		v = lit.text
-		if f.field.Literal != nil && (op == opEq || op == opNe) {
+		if f.field.Literal != nil {
+			alt, ok := f.field.Literal(lit.text)
+			if !ok {
+				return nil, p.fail(lit, name+" is "+f.field.LiteralHint+", found "+describe(lit))
+			}
 			// Only equality: its other value orders nowhere near where
 			// its text does.
-			if alt := f.field.Literal(lit.text); alt != lit.text {
+			if alt != lit.text && (op == opEq || op == opNe) {
 				return p.either(n, op, lit.text, alt), nil
 			}
 		}
 	case Date:
-		if !looksLikeDate(lit.text) || !validDate(lit.text) {
+		d, midnight, ok := dateLiteral(lit.text)
+		if !ok {
 			return nil, p.fail(lit, name+" is a date: use the form 2027-01-31, found "+describe(lit))
 		}
-		v = lit.text
+		if !midnight {
+			// A date stands for its day's start, in the literal's own
+			// offset (dates hold no zone, and a client writing its local
+			// midnight means that day): after a later time of day d
+			// exactly when after d, before it when not after d.
+			switch op {
+			case opGt, opGe:
+				n.op = opGt
+			case opLt, opLe:
+				n.op = opLe
+			default: // equal never: say so rather than match nothing
+				return nil, p.fail(lit, name+" is a date: compared with eq or ne, a time must be midnight (2027-01-31T00:00:00Z), found "+describe(lit))
+			}
+		}
+		v = d
 	case Int:
 		if lit.kind == tString && f.field.Alias != nil {
 			i, ok := f.field.Alias(lit.text)
@@ -441,6 +469,35 @@ func (p *parser) either(n *node, op cmpOp, a, b string) *node {
 		return &node{kind: nNot, kids: []*node{or}}
 	}
 	return or
+}
+
+// dateLiteral reads a date, or a date and time as clients build one from
+// a time value (2027-01-31T00:00:00Z, 2027-01-31T00:00:00.000+02:00, with no
+// offset), and returns its date as written and whether its time is
+// midnight.
+func dateLiteral(s string) (date string, midnight, ok bool) {
+	if len(s) < 10 || !looksLikeDate(s[:10]) || !validDate(s[:10]) {
+		return "", false, false
+	}
+	if len(s) == 10 {
+		return s, true, true
+	}
+	for _, layout := range dateTimeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return s[:10], t.Hour() == 0 && t.Minute() == 0 && t.Second() == 0 && t.Nanosecond() == 0, true
+		}
+	}
+	return "", false, false
+}
+
+// dateTimeLayouts are the forms of a date and time a $filter takes: RFC
+// 3339 (JavaScript's toISOString, .NET's "o"), and the same without an
+// offset or without seconds (Python's isoformat of a naive time).
+var dateTimeLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02T15:04Z07:00",
+	"2006-01-02T15:04",
 }
 
 // looksLikeDate insists on exactly YYYY-MM-DD, which time.Parse alone does

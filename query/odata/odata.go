@@ -59,8 +59,10 @@ type Field struct {
 	// compared by either name (a resource's id, stored as the UUID of the
 	// name an upstream service gave it, or as that name itself when it
 	// was stored before names were UUIDs). Returning the literal itself
-	// means no other value.
-	Literal func(string) string
+	// means no other value; returning false refuses the literal, with
+	// any operator, and LiteralHint says what it must be.
+	Literal     func(string) (string, bool)
+	LiteralHint string
 }
 
 // Schema is keyed by the public JSON field name; lookups are case-insensitive.

@@ -16,11 +16,14 @@ var testSchema = Schema{
 	"id":        {Column: "h.id", Kind: UUID},
 	"count":     {Column: "h.n", Kind: Int},
 	"public":    {Column: "h.public", Kind: Bool},
-	"ref": {Column: "h.ref", Kind: String, Literal: func(s string) string {
-		if s == "same" {
-			return s // no other value
+	"ref": {Column: "h.ref", Kind: String, LiteralHint: "a reference, not {braced}", Literal: func(s string) (string, bool) {
+		switch {
+		case s == "same":
+			return s, true // no other value
+		case strings.HasPrefix(s, "{"):
+			return "", false
 		}
-		return "named " + s
+		return "named " + s, true
 	}},
 }
 
@@ -100,6 +103,21 @@ var parseCases = []struct {
 	{name: "a literal that stands for two values, numbered after the others",
 		in: input{filter: "name eq 'a' and ref eq 'b' and count eq 1"}, opt: Options{ArgOffset: 1},
 		where: "h.name = $2 AND (h.ref = $3 OR h.ref = $4) AND h.n = $5", args: []any{"a", "b", "named b", int64(1)}, top: 100},
+	{name: "a date and time at midnight is its date, in its own offset",
+		in:    input{filter: "date ge 2027-01-02T00:00:00Z and date lt 2027-02-01T00:00:00.000-05:00 or date eq 2027-03-01T00:00:00 or date ne '2027-03-02T00:00+02:00'"},
+		where: "d.day >= $1 AND d.day < $2 OR d.day = $3 OR (d.day <> $4 OR d.day IS NULL)",
+		args:  []any{"2027-01-02", "2027-02-01", "2027-03-01", "2027-03-02"}, top: 50},
+	{name: "a date and time later in the day orders after its date",
+		in:    input{filter: "date ge 2027-01-02T10:00:00Z and date gt 2027-01-03T00:00:01+14:00 and date le 2027-01-31T23:59:59.999Z and date lt 2027-02-01T12:00:00"},
+		where: "d.day > $1 AND d.day > $2 AND d.day <= $3 AND d.day <= $4",
+		args:  []any{"2027-01-02", "2027-01-03", "2027-01-31", "2027-02-01"}, top: 50},
+	{name: "a later time of day, negated and on the left",
+		in:    input{filter: "not (date ge 2027-01-02T10:00:00Z) or 2027-01-05T08:00:00Z lt date"},
+		where: "(d.day <= $1 OR d.day IS NULL) OR d.day > $2", args: []any{"2027-01-02", "2027-01-05"}, top: 50},
+	{name: "OData v2's typed literals",
+		in:    input{filter: "date ge datetime'2027-01-02T00:00:00' and date le DateTimeOffset'2027-02-01T00:00:00Z' and id eq guid'123E4567-e89b-12d3-a456-426614174000' and date ne date'2027-01-09'"},
+		where: "d.day >= $1 AND d.day <= $2 AND h.id = $3 AND (d.day <> $4 OR d.day IS NULL)",
+		args:  []any{"2027-01-02", "2027-02-01", "123e4567-e89b-12d3-a456-426614174000", "2027-01-09"}, top: 50},
 	{name: "whitespace tolerant",
 		in:    input{filter: "\t(date  ge\t2027-01-01)\r\nand(name eq'x')"},
 		where: "d.day >= $1 AND h.name = $2", args: []any{"2027-01-01", "x"}, top: 50},
@@ -152,6 +170,18 @@ var errorCases = []struct {
 		Error{"$filter", 9, `"date" is a date: use the form 2027-01-31, found "2027-02-29"`}},
 	{"year zero", input{filter: "date eq 0000-01-01"},
 		Error{"$filter", 9, `"date" is a date: use the form 2027-01-31, found "0000-01-01"`}},
+	{"date and time not a date", input{filter: "date ge 2027-01-32T00:00:00Z"},
+		Error{"$filter", 9, `"date" is a date: use the form 2027-01-31, found "2027-01-32T00:00:00Z"`}},
+	{"date and time with junk", input{filter: "date ge 2027-01-02Tnoon"},
+		Error{"$filter", 9, `"date" is a date: use the form 2027-01-31, found "2027-01-02Tnoon"`}},
+	{"date equal to a later time of day", input{filter: "date eq 2027-01-02T10:00:00Z"},
+		Error{"$filter", 9, `"date" is a date: compared with eq or ne, a time must be midnight (2027-01-31T00:00:00Z), found "2027-01-02T10:00:00Z"`}},
+	{"date not equal to a later time of day", input{filter: "date ne '2027-01-02T00:00:00.5Z'"},
+		Error{"$filter", 9, `"date" is a date: compared with eq or ne, a time must be midnight (2027-01-31T00:00:00Z), found text "'2027-01-02T00:00:00.5Z'"`}},
+	{"typed literal apart from its text", input{filter: "date ge datetime '2027-01-02'"},
+		Error{"$filter", 9, `unknown field "datetime"`}},
+	{"a literal refused", input{filter: "ref eq 'a' or ref gt '{b}'"},
+		Error{"$filter", 22, `"ref" is a reference, not {braced}, found text "'{b}'"`}},
 	{"unquoted text", input{filter: "countryId eq GB"},
 		Error{"$filter", 14, `unknown field "GB"`}},
 	{"number for text", input{filter: "countryId eq 44"},
