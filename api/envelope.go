@@ -164,7 +164,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	status, env := ErrorEnvelope(err, reqID)
 	lvl := slog.LevelDebug
-	if status >= 500 {
+	switch {
+	case errors.Is(err, errBodyTimeout):
+		lvl = slog.LevelInfo // a slow client's, not the service's: nothing to page for
+	case status >= 500:
 		lvl = slog.LevelError
 	}
 	log.Log(r.Context(), lvl, "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "request_id", reqID, "err", err)

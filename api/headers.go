@@ -35,6 +35,16 @@ func SingleHeader(h map[string][]string, name string) (string, error) {
 	return vs[0], nil
 }
 
+// HeaderSent reports whether h holds name, in any case, even empty.
+func HeaderSent(h map[string][]string, name string) bool {
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
 // headerError refuses every singleton header of h given more than once
 // with values that differ.
 func headerError(h map[string][]string) error {

@@ -396,8 +396,11 @@ func (s *Server) authed(h handler) httprouter.Handle {
 			}
 		}
 		if err == nil {
-			if key := r.Header.Get("Idempotency-Key"); key != "" && r.Method != http.MethodGet && s.cfg.Idempotency != nil {
-				err = s.idempotent(w, r, p, c, h, key)
+			// A header sent empty is a key, and refused as one: a client
+			// whose key came out empty would else lose its retries' safety
+			// in silence.
+			if HeaderSent(r.Header, "Idempotency-Key") && r.Method != http.MethodGet && s.cfg.Idempotency != nil {
+				err = s.idempotent(w, r, p, c, h, r.Header.Get("Idempotency-Key"))
 			} else {
 				err = h(w, r, p, c)
 			}

@@ -236,10 +236,17 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 	// race or a full bucket: such a failure is waited out, not spun on in
 	// round trips until the deadline.
 	backoff := 25 * time.Millisecond
+	// A claim's writes go through whatever becomes of ctx: one cut short
+	// may still land, unanswered, and leave the key held by no one until
+	// ClaimTimeout, so that a client that went away mid-request would see
+	// its retry wait, then answer 409. The caller settles the claim it
+	// gets, as after any request.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), MaxWrite)
+	defer cancel()
 	for {
 		rec := Record{Request: fingerprint, Pending: true, ClaimedAt: s.cfg.Now().UTC()}
 		val, _ := json.Marshal(rec)
-		rev, err := s.kv.Create(ctx, key, val)
+		rev, err := s.kv.Create(wctx, key, val)
 		if err == nil {
 			return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal}, nil, nil
 		}
@@ -268,7 +275,7 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 			return nil, nil, ErrMismatch
 		case s.abandoned(found):
 			// Take the record over atomically, from that very revision.
-			rev, err := s.kv.Update(ctx, key, val, entry.Revision())
+			rev, err := s.kv.Update(wctx, key, val, entry.Revision())
 			switch {
 			case err == nil:
 				return &Claim{store: s, key: key, rev: rev, rec: rec, seal: seal, again: true}, nil, nil

@@ -348,6 +348,46 @@ func TestAnswersAreSealed(t *testing.T) {
 
 // failingUpdates is a bucket whose Update fails, as a store refusing
 // writes does.
+// TestAClaimCutShortIsNotLost: a claim whose caller went away while its
+// write was under way (a client that disconnected) is the caller's, who
+// settles it, so a retry executes at once. The write used to end with the
+// caller's context: the record landed, its answer was lost, and the key
+// was held by no one until ClaimTimeout, so the retry waited, then
+// answered 409.
+func TestAClaimCutShortIsNotLost(t *testing.T) {
+	s := open(t, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	s.kv = &cutAfterCreate{KeyValue: s.kv, cancel: cancel}
+	claim, _, err := s.Begin(ctx, "k", "req")
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	if err := claim.Settle(ctx, 0, nil, 0); err != nil { // no answer: the client is gone
+		t.Fatal(err)
+	}
+	retry, cancelRetry := context.WithTimeout(t.Context(), time.Second)
+	defer cancelRetry()
+	if again, _, err := s.Begin(retry, "k", "req"); err != nil || !again.Again() {
+		t.Fatalf("the retry: claim %+v, %v; want to execute again at once", again, err)
+	}
+}
+
+// cutAfterCreate cancels the caller of a Create as its write lands, and
+// loses the answer when that was the write's context.
+type cutAfterCreate struct {
+	jetstream.KeyValue
+	cancel func()
+}
+
+func (c *cutAfterCreate) Create(ctx context.Context, key string, val []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	rev, err := c.KeyValue.Create(ctx, key, val, opts...)
+	c.cancel()
+	if err == nil && ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	return rev, err
+}
+
 type failingUpdates struct {
 	jetstream.KeyValue
 	err     error

@@ -226,6 +226,9 @@ func (s *Server) caller(ctx context.Context, m *nats.Msg, reqID string) (command
 	if err != nil {
 		return commands.Caller{}, err
 	}
+	if key == "" && api.HeaderSent(m.Header, "Idempotency-Key") {
+		return commands.Caller{}, api.CheckIdempotencyKey(key) // sent empty: refused as over HTTP
+	}
 	integration, err := api.SingleHeader(m.Header, "x-integration-name")
 	if err != nil {
 		return commands.Caller{}, err

@@ -49,7 +49,12 @@ func TestIdempotencyKeyAcrossTransports(t *testing.T) {
 	if sent := s.logEvents(t, "NotificationSent"); len(sent) != 2 {
 		t.Fatalf("%d sends appended, want 2 (one per transport)", len(sent))
 	}
-	if env := overNATS("\x7f", body); env.StatusCode != "BadRequest" {
-		t.Fatalf("NATS with an invalid key: %+v", env)
+	for _, key := range []string{"\x7f", ""} { // sent empty, refused as over HTTP
+		if env := overNATS(key, body); env.StatusCode != "BadRequest" {
+			t.Fatalf("NATS with the invalid key %q: %+v", key, env)
+		}
+	}
+	if sent := s.logEvents(t, "NotificationSent"); len(sent) != 2 {
+		t.Fatalf("%d sends appended, want 2: refused keys appended", len(sent))
 	}
 }

@@ -55,6 +55,11 @@ func TestIdempotencyKey(t *testing.T) {
 	s.call("DELETE", "/api/data/notifications/delete/"+n.ID, alice, nil, "Idempotency-Key", "del-2").want(t, 404)
 
 	s.call("POST", sendPath, svc, body, "Idempotency-Key", strings.Repeat("k", 256)).want(t, 400)
+	// Sent empty, a key is refused too: executed without one, its retries
+	// would run again in silence.
+	if env := s.call("POST", sendPath, svc, body, "Idempotency-Key", "").want(t, 400); len(env.Error.ValidationErrors["Idempotency-Key"]) == 0 {
+		t.Fatalf("an empty key: %s", env.raw)
+	}
 }
 
 func TestConcurrentRetriesExecuteOnce(t *testing.T) {
