@@ -25,8 +25,9 @@ type Positions interface {
 	// LastSeq is the sequence of the last event on subject (wildcards
 	// allowed), 0 when there is none.
 	LastSeq(ctx context.Context, subject string) (uint64, error)
-	// Position is the sequence of the last event in the log.
-	Position(ctx context.Context) (uint64, error)
+	// End is the sequence of the last event of the stream that keeps
+	// kind's events.
+	End(ctx context.Context, kind string) (uint64, error)
 	// Settled is the last position this instance's appends of kind's
 	// events got, and whether none is under way.
 	Settled(kind string) (last uint64, ok bool)
@@ -57,10 +58,8 @@ func (s *Server) lastSeq(r *http.Request, subjects ...string) (uint64, error) {
 // at pos shows that data as it is at any later position. It is checked,
 // though: a position the log has not reached cannot come from a write.
 func (s *Server) await(w http.ResponseWriter, r *http.Request, m Waiter, pos uint64) error {
-	if min := minPosition(r); min > pos {
-		if err := s.logHas(r, min); err != nil {
-			return err
-		}
+	if err := s.checkMinPosition(r); err != nil {
+		return err
 	}
 	if pos == 0 {
 		return nil
@@ -74,26 +73,21 @@ func (s *Server) await(w http.ResponseWriter, r *http.Request, m Waiter, pos uin
 	return nil
 }
 
-// logHas refuses a position the log has not reached: it cannot come from
-// a write.
-func (s *Server) logHas(r *http.Request, min uint64) error {
-	last, err := s.cfg.Log.Position(r.Context())
+// checkMinPosition refuses a position the client asked for that its
+// stream has not reached: it cannot come from a write. Reads of the log
+// itself (a holiday's history, ?asOf=), which need no wait, check it as
+// every other read does, so that no read takes what the others refuse.
+func (s *Server) checkMinPosition(r *http.Request) error {
+	min, ok := minPosition(r)
+	if !ok {
+		return nil
+	}
+	last, err := s.cfg.Log.End(r.Context(), min.stream.kind())
 	if err != nil {
 		return unavailable(err)
 	}
-	if min > last {
+	if min.seq > last {
 		return commands.Invalid(map[string][]string{HeaderMinPosition: {"The log has no such position yet."}})
-	}
-	return nil
-}
-
-// checkMinPosition checks the position the client asked for on a read of
-// the log itself (a holiday's history, ?asOf=), which needs no wait: it
-// reflects the whole log. The header is checked as on every other read,
-// so that no read takes what the others refuse.
-func (s *Server) checkMinPosition(r *http.Request) error {
-	if min := minPosition(r); min > 0 {
-		return s.logHas(r, min)
 	}
 	return nil
 }

@@ -145,7 +145,7 @@ func (s *Server) holidayRoutes() {
 		}
 		page := make([]HolidayHistoryEntryDto, len(h))
 		for i, e := range h {
-			page[i] = HolidayHistoryEntryDto{HolidayEvent: e, Sequence: s.seal.Seal(c.WorkspaceID, e.Sequence)}
+			page[i] = HolidayHistoryEntryDto{HolidayEvent: e, Sequence: s.seal.Seal(c.WorkspaceID, HistoryPositions, e.Sequence)}
 		}
 		writeOK(w, page)
 		return nil
@@ -238,7 +238,7 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 		case err != nil:
 			return err
 		}
-		s.setPosition(w, c, res.Seq)
+		s.setPosition(w, c, HistoryPositions, res.Seq)
 		writeOK(w, holidayDetail(id, h, scope))
 		return nil
 	}
@@ -260,7 +260,7 @@ func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprou
 		case err != nil:
 			return err
 		case len(res.Events) > 0: // appended where the stream was at
-			s.setPosition(w, c, res.Seq)
+			s.setPosition(w, c, HistoryPositions, res.Seq)
 			writeOK(w, holidayDetail(id, h, scope))
 			return nil
 		}
@@ -275,7 +275,7 @@ func (s *Server) renameHoliday(w http.ResponseWriter, r *http.Request, p httprou
 	if err != nil {
 		return err
 	}
-	s.setPosition(w, c, res.Seq)
+	s.setPosition(w, c, HistoryPositions, res.Seq)
 	writeOK(w, holidayDetail(id, h, scope))
 	return nil
 }
@@ -395,7 +395,7 @@ func (s *Server) upsertResource(w http.ResponseWriter, r *http.Request, p httpro
 	if err != nil {
 		return err
 	}
-	s.setPosition(w, c, res.Seq)
+	s.setPosition(w, c, HistoryPositions, res.Seq)
 	writeOK(w, ResourceDto{ID: u.ResourceID, Name: u.Name, CountryCode: u.CountryCode, IsActive: u.IsActive, IsGuest: u.IsGuest})
 	return nil
 }
@@ -420,7 +420,7 @@ func (s *Server) historyPage(q url.Values, c commands.Caller) (after uint64, lim
 		// The largest uint64 is no entry's sequence, and the log's read
 		// from the one after it would wrap around to the start.
 		var ok bool
-		if after, ok = s.seal.Open(c.WorkspaceID, a); !ok || after == math.MaxUint64 {
+		if after, ok = s.seal.Open(c.WorkspaceID, HistoryPositions, a); !ok || after == math.MaxUint64 {
 			v.Add("after", "after must be the sequence of the last entry of the page before, as it was given.")
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -47,6 +48,11 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	// with fewer privileges or another body type is another request.
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	request := idempotency.RequestHash(r.Method, r.URL.RequestURI(), body, mediaType, idempotency.Privileges(c.Scopes))
+	// The record keeps the position's number; its stream is the route's.
+	stream := HistoryPositions
+	if strings.HasPrefix(r.URL.Path, "/api/data/notifications") {
+		stream = InboxPositions
+	}
 	claim, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Key(c.WorkspaceID, c.UserID, key), request)
 	switch {
 	case err != nil:
@@ -56,7 +62,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 		s.metrics.IdempotentReplay()
 		w.Header().Set("Idempotent-Replayed", "true")
 		if replay.Position > 0 {
-			s.setPosition(w, c, replay.Position)
+			s.setPosition(w, c, stream, replay.Position)
 		}
 		w.WriteHeader(replay.Status)
 		_, _ = w.Write(replay.Body)
@@ -75,7 +81,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, p httprouter
 	if err := h(rec, wr, p, c); err != nil {
 		writeError(rec, wr, s.log, err)
 	}
-	position, _ := s.seal.Open(c.WorkspaceID, rec.Header().Get(HeaderPosition))
+	position, _ := s.seal.Open(c.WorkspaceID, stream, rec.Header().Get(HeaderPosition))
 	err = claim.Settle(r.Context(), rec.status, rec.body.Bytes(), position)
 	switch {
 	case errors.Is(err, idempotency.ErrTooLarge):

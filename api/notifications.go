@@ -264,7 +264,7 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request, _ http
 	if err != nil {
 		return err
 	}
-	s.setPosition(w, c, res.Seq)
+	s.setPosition(w, c, InboxPositions, res.Seq)
 	writeOK(w, dto)
 	return nil
 }
@@ -358,7 +358,7 @@ func (s *Server) answerTimestamp(w http.ResponseWriter, c commands.Caller, at ti
 	if err != nil {
 		return err
 	}
-	s.setPosition(w, c, res.Seq)
+	s.setPosition(w, c, InboxPositions, res.Seq)
 	writeOK(w, NotificationTimestampDto{Timestamp: at})
 	return nil
 }
@@ -367,7 +367,7 @@ func (s *Server) answerEmpty(w http.ResponseWriter, c commands.Caller, res comma
 	if err != nil {
 		return err
 	}
-	s.setPosition(w, c, res.Seq)
+	s.setPosition(w, c, InboxPositions, res.Seq)
 	writeOK(w, nil)
 	return nil
 }

@@ -13,7 +13,26 @@ import (
 	"strings"
 
 	"astro/commands"
+	"astro/events"
 )
+
+// PositionStream is the stream a position is of: the log numbers the
+// inboxes' events and the rest (the history of holidays, resources and
+// workspaces) each on its own, so the same number is two positions.
+type PositionStream byte
+
+const (
+	InboxPositions   PositionStream = 1 // notification writes, the notification stream's ids
+	HistoryPositions PositionStream = 2 // holiday and resource writes, a history's entries
+)
+
+// kind is an event kind of the stream, for the log's calls.
+func (ps PositionStream) kind() string {
+	if ps == InboxPositions {
+		return events.KindInbox
+	}
+	return events.KindHoliday
+}
 
 // PositionSeal seals the log positions a client is given (a write's
 // X-Astro-Position, the notification stream's event ids) and opens the ones
@@ -21,8 +40,10 @@ import (
 // stream they all share: handed out bare, it would tell any caller how
 // busy the others are, and a position sent back, checked against the log's
 // end, would let one probe it. Sealed, a position says nothing to a
-// client, and opens only for the workspace it was given in, on the
-// instances holding the key. (Metrics count everything: they are for
+// client, and opens only for the workspace and the stream it was given
+// in, on the instances holding the key: a notification write's position
+// pages no holiday's history, and a rename's resumes no notification
+// stream. (Metrics count everything: they are for
 // operators, off the public port.)
 type PositionSeal struct {
 	block cipher.Block
@@ -50,25 +71,28 @@ func NewPositionSeal(key []byte) (*PositionSeal, error) {
 // unpadded base64url.
 const sealedLen = 22
 
-func (p *PositionSeal) tag(workspaceID string) []byte {
+func (p *PositionSeal) tag(workspaceID string, stream PositionStream) []byte {
 	m := hmac.New(sha256.New, p.tags)
+	m.Write([]byte{byte(stream)})
 	m.Write([]byte(workspaceID))
 	return m.Sum(nil)[:8]
 }
 
-// Seal is position seq as a client of workspaceID sees it. One block,
-// the position beside the workspace's tag, enciphered: the same position
-// of the same workspace always looks the same, and nothing else shows.
-func (p *PositionSeal) Seal(workspaceID string, seq uint64) string {
+// Seal is position seq of stream as a client of workspaceID sees it. One
+// block, the position beside the workspace's and the stream's tag,
+// enciphered: the same position always looks the same, and nothing else
+// shows.
+func (p *PositionSeal) Seal(workspaceID string, stream PositionStream, seq uint64) string {
 	var b [aes.BlockSize]byte
 	binary.BigEndian.PutUint64(b[:8], seq)
-	copy(b[8:], p.tag(workspaceID))
+	copy(b[8:], p.tag(workspaceID, stream))
 	p.block.Encrypt(b[:], b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// Open is the position token stands for, if Seal gave it for workspaceID.
-func (p *PositionSeal) Open(workspaceID, token string) (uint64, bool) {
+// Open is the position token stands for, if Seal gave it for workspaceID
+// and stream.
+func (p *PositionSeal) Open(workspaceID string, stream PositionStream, token string) (uint64, bool) {
 	if len(token) != sealedLen {
 		return 0, false
 	}
@@ -77,7 +101,7 @@ func (p *PositionSeal) Open(workspaceID, token string) (uint64, bool) {
 		return 0, false
 	}
 	p.block.Decrypt(b, b)
-	if !hmac.Equal(b[8:], p.tag(workspaceID)) {
+	if !hmac.Equal(b[8:], p.tag(workspaceID, stream)) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b[:8]), true
@@ -86,26 +110,34 @@ func (p *PositionSeal) Open(workspaceID, token string) (uint64, bool) {
 // minPositionKey keys the position a read was asked to reach, opened.
 type minPositionKey struct{}
 
+// position is an opened position: a sequence of its stream.
+type position struct {
+	stream PositionStream
+	seq    uint64
+}
+
 // withMinPosition opens the position the client asked c's read to reach,
-// if any, for minPosition.
+// if any, for minPosition: of either stream, since a read may follow any
+// write.
 func (s *Server) withMinPosition(r *http.Request, c commands.Caller) (*http.Request, error) {
 	v := strings.TrimSpace(r.Header.Get(HeaderMinPosition))
 	if v == "" {
 		return r, nil
 	}
-	seq, ok := s.seal.Open(c.WorkspaceID, v)
-	if !ok {
-		return r, commands.Invalid(map[string][]string{HeaderMinPosition: {"The position must be one a write's " + HeaderPosition + " header gave, in this workspace."}})
+	for _, stream := range []PositionStream{InboxPositions, HistoryPositions} {
+		if seq, ok := s.seal.Open(c.WorkspaceID, stream, v); ok {
+			return r.WithContext(context.WithValue(r.Context(), minPositionKey{}, position{stream, seq})), nil
+		}
 	}
-	return r.WithContext(context.WithValue(r.Context(), minPositionKey{}, seq)), nil
+	return r, commands.Invalid(map[string][]string{HeaderMinPosition: {"The position must be one a write's " + HeaderPosition + " header gave, in this workspace."}})
 }
 
-// minPosition is the position the client asked to read at, 0 if none.
-func minPosition(r *http.Request) uint64 {
-	seq, _ := r.Context().Value(minPositionKey{}).(uint64)
-	return seq
+// minPosition is the position the client asked to read at, if any.
+func minPosition(r *http.Request) (position, bool) {
+	p, ok := r.Context().Value(minPositionKey{}).(position)
+	return p, ok
 }
 
-func (s *Server) setPosition(w http.ResponseWriter, c commands.Caller, seq uint64) {
-	w.Header().Set(HeaderPosition, s.seal.Seal(c.WorkspaceID, seq))
+func (s *Server) setPosition(w http.ResponseWriter, c commands.Caller, stream PositionStream, seq uint64) {
+	w.Header().Set(HeaderPosition, s.seal.Seal(c.WorkspaceID, stream, seq))
 }

@@ -137,12 +137,13 @@ func TestHistoryPage(t *testing.T) {
 		refused string // the field refused
 	}{
 		{"", 0, 0, ""},
-		{"after=" + seal.Seal("w1", 0) + "&$top=1", 0, 1, ""},
-		{"after=%20" + seal.Seal("w1", 42) + "%20", 42, 0, ""},
-		{"after=" + seal.Seal("w1", math.MaxUint64-1) + "&$top=1000", math.MaxUint64 - 1, 1000, ""},
-		{"after=" + seal.Seal("w1", math.MaxUint64), 0, 0, "after"}, // after+1 would wrap around to the start
-		{"after=" + seal.Seal("w2", 42), 0, 0, "after"},             // another workspace's
-		{"after=42", 0, 0, "after"},                                 // bare
+		{"after=" + seal.Seal("w1", HistoryPositions, 0) + "&$top=1", 0, 1, ""},
+		{"after=%20" + seal.Seal("w1", HistoryPositions, 42) + "%20", 42, 0, ""},
+		{"after=" + seal.Seal("w1", HistoryPositions, math.MaxUint64-1) + "&$top=1000", math.MaxUint64 - 1, 1000, ""},
+		{"after=" + seal.Seal("w1", HistoryPositions, math.MaxUint64), 0, 0, "after"}, // after+1 would wrap around to the start
+		{"after=" + seal.Seal("w2", HistoryPositions, 42), 0, 0, "after"},             // another workspace's
+		{"after=" + seal.Seal("w1", InboxPositions, 42), 0, 0, "after"},               // a notification write's
+		{"after=42", 0, 0, "after"}, // bare
 		{"after=-1", 0, 0, "after"},
 		{"after=x", 0, 0, "after"},
 		{"$top=0", 0, 0, "$top"},

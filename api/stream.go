@@ -398,7 +398,7 @@ func (s *Server) startEvents(w http.ResponseWriter, ws string) *sseWriter {
 	// its own, so a client that stops reading cannot hold it forever.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
-	sw := &sseWriter{w: w, rc: rc, timeout: 2 * s.cfg.Streams.Heartbeat, id: func(seq uint64) string { return s.seal.Seal(ws, seq) }}
+	sw := &sseWriter{w: w, rc: rc, timeout: 2 * s.cfg.Streams.Heartbeat, id: func(seq uint64) string { return s.seal.Seal(ws, InboxPositions, seq) }}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -579,7 +579,7 @@ func (s *Server) lastEventID(r *http.Request, c commands.Caller) (after uint64, 
 	if v == "" {
 		return 0, false
 	}
-	return s.seal.Open(c.WorkspaceID, v)
+	return s.seal.Open(c.WorkspaceID, InboxPositions, v)
 }
 
 // changeOf describes event e, already folded into in.

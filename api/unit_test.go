@@ -40,9 +40,9 @@ func TestNormalIDs(t *testing.T) {
 	}
 }
 
-// TestPositionSeal: a sealed position opens as itself for the workspace it
-// was sealed for, and for no other, under no other key; nothing else opens,
-// and a sealed position shows nothing of the number.
+// TestPositionSeal: a sealed position opens as itself for the workspace
+// and the stream it was sealed for, and for no other, under no other key;
+// nothing else opens, and a sealed position shows nothing of the number.
 func TestPositionSeal(t *testing.T) {
 	seal, err := NewPositionSeal([]byte("a key of at least thirty-two bytes!"))
 	if err != nil {
@@ -53,25 +53,28 @@ func TestPositionSeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, seq := range []uint64{0, 1, 747, 784, 1<<64 - 1} {
-		tok := seal.Seal("w1", seq)
-		if got, ok := seal.Open("w1", tok); !ok || got != seq {
+		tok := seal.Seal("w1", InboxPositions, seq)
+		if got, ok := seal.Open("w1", InboxPositions, tok); !ok || got != seq {
 			t.Errorf("Open(Seal(%d)) = %d, %v", seq, got, ok)
 		}
-		if seal.Seal("w1", seq) != tok {
+		if seal.Seal("w1", InboxPositions, seq) != tok {
 			t.Errorf("position %d sealed twice looks different", seq)
 		}
 		if strings.Contains(tok, strconv.FormatUint(seq, 10)) && seq > 9 {
 			t.Errorf("%d sealed as %q shows the number", seq, tok)
 		}
-		if _, ok := seal.Open("w2", tok); ok {
+		if _, ok := seal.Open("w2", InboxPositions, tok); ok {
 			t.Errorf("position %d of w1 opened for w2", seq)
 		}
-		if _, ok := other.Open("w1", tok); ok {
+		if _, ok := seal.Open("w1", HistoryPositions, tok); ok {
+			t.Errorf("position %d of the inboxes opened as one of the history", seq)
+		}
+		if _, ok := other.Open("w1", InboxPositions, tok); ok {
 			t.Errorf("position %d opened under another key", seq)
 		}
 	}
-	for _, tok := range []string{"", "42", "-1", " ", "AAAAAAAAAAAAAAAAAAAAAA", seal.Seal("w1", 5) + "=", "!!!!!!!!!!!!!!!!!!!!!!"} {
-		if got, ok := seal.Open("w1", tok); ok {
+	for _, tok := range []string{"", "42", "-1", " ", "AAAAAAAAAAAAAAAAAAAAAA", seal.Seal("w1", InboxPositions, 5) + "=", "!!!!!!!!!!!!!!!!!!!!!!"} {
+		if got, ok := seal.Open("w1", InboxPositions, tok); ok {
 			t.Errorf("Open(%q) = %d, true", tok, got)
 		}
 	}

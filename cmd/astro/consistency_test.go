@@ -5,6 +5,8 @@ import (
 	"maps"
 	"strconv"
 	"testing"
+
+	"astro/api"
 )
 
 // TestWritesOnOneInstanceAreReadOnAnother runs two instances on one log and
@@ -77,13 +79,17 @@ func TestPositionTokens(t *testing.T) {
 	// Positions are sealed (api.PositionSeal): one bare, or another
 	// workspace's, is refused.
 	elsewhere := s.call("POST", sendPath, sender(t, "w2"), body).want(t, 200).Header.Get("X-Astro-Position")
+	holidayWrite := s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "Other", "type": "global", "dateFrom": "2027-02-01", "dateTo": "2027-02-01"}).
+		want(t, 200).Header.Get("X-Astro-Position")
 	tests := []struct {
 		name, min string
 		status    int
 	}{
 		{"a write's position", read.Header.Get("X-Astro-Position"), 200},
-		{"an older one", sealPosition(t, 1), 200},
-		{"none yet in the log", sealPosition(t, position(read)+1000), 400},
+		{"an older one", sealPosition(t, api.InboxPositions, 1), 200},
+		{"none yet in the log", sealPosition(t, api.InboxPositions, position(read)+1000), 400},
+		{"a holiday write's", holidayWrite, 200},
+		{"none yet in the history", sealPosition(t, api.HistoryPositions, position(read)+1000), 400},
 		{"a bare number", strconv.FormatUint(position(read), 10), 400},
 		{"another workspace's", elsewhere, 400},
 		{"not a number", "soon", 400},

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"astro/api"
 )
 
 type holidayDto struct {
@@ -228,9 +230,9 @@ func TestHolidayErrors(t *testing.T) {
 		{"get malformed id", "GET", "/api/data/holidays/nope", nil, nil, 400, "id"},
 		{"get unknown id", "GET", "/api/data/holidays/" + unknown, nil, nil, 404, ""},
 		{"history unknown id", "GET", "/api/data/holidays/" + unknown + "/history", nil, nil, 404, ""},
-		{"history unknown id after a position", "GET", "/api/data/holidays/" + unknown + "/history?after=" + sealPosition(t, 1), nil, nil, 404, ""},
+		{"history unknown id after a position", "GET", "/api/data/holidays/" + unknown + "/history?after=" + sealPosition(t, api.HistoryPositions, 1), nil, nil, 404, ""},
 		{"history after not a number", "GET", "/api/data/holidays/" + h.ID + "/history?after=x", nil, nil, 400, "after"},
-		{"history after the largest number", "GET", "/api/data/holidays/" + h.ID + "/history?after=" + sealPosition(t, math.MaxUint64), nil, nil, 400, "after"},
+		{"history after the largest number", "GET", "/api/data/holidays/" + h.ID + "/history?after=" + sealPosition(t, api.HistoryPositions, math.MaxUint64), nil, nil, 400, "after"},
 		{"history after a bare number", "GET", "/api/data/holidays/" + h.ID + "/history?after=1", nil, nil, 400, "after"},
 		{"history top zero", "GET", "/api/data/holidays/" + h.ID + "/history?$top=0", nil, nil, 400, "$top"},
 		{"history top too large", "GET", "/api/data/holidays/" + h.ID + "/history?$top=1001", nil, nil, 400, "$top"},

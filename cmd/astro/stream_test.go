@@ -28,32 +28,33 @@ type sseEvent struct {
 
 func (e sseEvent) seq(t testing.TB) uint64 {
 	t.Helper()
-	n, ok := openPosition(t, e.ID)
+	n, ok := openPosition(t, api.InboxPositions, e.ID)
 	if !ok {
 		t.Fatalf("event %s: id %q is not a position", e.Name, e.ID)
 	}
 	return n
 }
 
-// openPosition is the position a test service sealed as token in
-// workspace w1.
-func openPosition(t testing.TB, token string) (uint64, bool) {
+// openPosition is the position of stream a test service sealed as token
+// in workspace w1.
+func openPosition(t testing.TB, stream api.PositionStream, token string) (uint64, bool) {
 	t.Helper()
 	seal, err := api.NewPositionSeal([]byte(testTicketKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return seal.Open("w1", token)
+	return seal.Open("w1", stream, token)
 }
 
-// sealPosition is position seq as a test service seals it in workspace w1.
-func sealPosition(t testing.TB, seq uint64) string {
+// sealPosition is position seq of stream as a test service seals it in
+// workspace w1.
+func sealPosition(t testing.TB, stream api.PositionStream, seq uint64) string {
 	t.Helper()
 	seal, err := api.NewPositionSeal([]byte(testTicketKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return seal.Seal("w1", seq)
+	return seal.Seal("w1", stream, seq)
 }
 
 // streamChange is the data of a notification or snapshot event.
@@ -194,10 +195,11 @@ func (st *sseStream) ended() []sseEvent {
 	}
 }
 
-// positionOf is the position a write in workspace w1 answered.
+// positionOf is the position a notification write in workspace w1
+// answered.
 func positionOf(t testing.TB, e envelope) uint64 {
 	t.Helper()
-	p, ok := openPosition(t, e.Header.Get("X-Astro-Position"))
+	p, ok := openPosition(t, api.InboxPositions, e.Header.Get("X-Astro-Position"))
 	if !ok {
 		t.Fatalf("X-Astro-Position %q is not a position of w1", e.Header.Get("X-Astro-Position"))
 	}
@@ -351,7 +353,7 @@ func TestNotificationStreamFollowsTheInbox(t *testing.T) {
 
 // TestNotificationStreamBadPositions: a Last-Event-ID that is no position
 // this stream gave (garbage, a bare number as an older build gave, another
-// workspace's, one sealed under another key) starts the client afresh with
+// workspace's, one sealed under another key, a holiday write's) starts the client afresh with
 // a snapshot, as a new client: EventSource gives up for good on a refusal.
 // One past the log's end, which no stream of this log gave, is refused.
 func TestNotificationStreamBadPositions(t *testing.T) {
@@ -359,6 +361,8 @@ func TestNotificationStreamBadPositions(t *testing.T) {
 	alice := token(t, "alice", "w1")
 	s.call("POST", sendPath, sender(t, "w1"), sendBody("alice")).want(t, 200)
 	other := s.call("POST", sendPath, sender(t, "w2"), sendBody("alice")).want(t, 200).Header.Get("X-Astro-Position")
+	holidayWrite := s.call("POST", "/api/data/holidays", alice, map[string]any{"reason": "Off", "type": "global", "dateFrom": "2027-02-01", "dateTo": "2027-02-01"}).
+		want(t, 200).Header.Get("X-Astro-Position")
 	otherKey, err := api.NewPositionSeal([]byte("another instance's key, of 32 bytes or more"))
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +372,9 @@ func TestNotificationStreamBadPositions(t *testing.T) {
 		{"", "-1"},
 		{"", "1"},
 		{"", other},
-		{"", otherKey.Seal("w1", 1)},
+		{"", otherKey.Seal("w1", api.InboxPositions, 1)},
+		{"", holidayWrite}, // another stream's: its number is no position of the inboxes
+		{"", sealPosition(t, api.HistoryPositions, 1)},
 		{"?lastEventId=x", ""},
 	} {
 		var headers []string
@@ -384,7 +390,7 @@ func TestNotificationStreamBadPositions(t *testing.T) {
 		}
 		st.close()
 	}
-	_, env := s.stream(alice, "", "Last-Event-ID", sealPosition(t, 999999))
+	_, env := s.stream(alice, "", "Last-Event-ID", sealPosition(t, api.InboxPositions, 999999))
 	env.want(t, 400)
 	if _, ok := env.Error.ValidationErrors["Last-Event-ID"]; !ok {
 		t.Fatalf("past the log's end: validation errors %v, want one for Last-Event-ID", env.Error.ValidationErrors)
@@ -452,7 +458,7 @@ func TestNotificationStreamAcrossInstances(t *testing.T) {
 		t.Fatalf("resumed on b: %s at %s, want total 21 at %d", e.Data, e.ID, pos)
 	}
 	resumed.close()
-	last.ID = sealPosition(t, pos)
+	last.ID = sealPosition(t, api.InboxPositions, pos)
 
 	// Others write on, and limits cut the log's head past alice's last.
 	for range 10 {
@@ -677,9 +683,9 @@ func TestNotificationStreamHeadHoldsNothing(t *testing.T) {
 		status                 int
 	}{
 		{"a new client", carol, "", 200},
-		{"an empty inbox, any position", carol, sealPosition(t, 999999), 200}, // a snapshot
+		{"an empty inbox, any position", carol, sealPosition(t, api.InboxPositions, 999999), 200}, // a snapshot
 		{"a resume", alice, pos, 200},
-		{"a position past the log's end", alice, sealPosition(t, 999999), 400},
+		{"a position past the log's end", alice, sealPosition(t, api.InboxPositions, 999999), 400},
 		{"not a position: a snapshot", alice, "x", 200},
 		{"a bare number: a snapshot", alice, "1", 200},
 	}
