@@ -333,13 +333,24 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller
 // gives asOf. time.Parse alone takes more: a one-digit hour (T0:00:00Z),
 // a comma before the fraction (00:00:00,5Z), an offset of +24:00. The
 // document's validators, and so the clients generated from it, refuse
-// those, and so does this.
+// those, and so does this. RFC 3339 lets T and Z be written in lower case,
+// which time.Parse does not take.
 func parseDateTime(s string) (time.Time, bool) {
 	// Digits where RFC 3339 has them, then an optional fraction and the
 	// offset: Z or ±hh:mm.
 	const shape = "dddd-dd-ddTdd:dd:dd"
 	if len(s) < len(shape) {
 		return time.Time{}, false
+	}
+	if s[10] == 't' || s[len(s)-1] == 'z' {
+		b := []byte(s)
+		if b[10] == 't' {
+			b[10] = 'T'
+		}
+		if b[len(b)-1] == 'z' {
+			b[len(b)-1] = 'Z'
+		}
+		s = string(b)
 	}
 	for i := range len(shape) {
 		isDigit := '0' <= s[i] && s[i] <= '9'

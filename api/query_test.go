@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"astro/commands"
 )
@@ -182,13 +183,19 @@ func TestParseDateTime(t *testing.T) {
 		{"2027-10-01T00:00:00+0a:00", false},
 		{"2027-10-01T00:00:00+01:00x", false},
 		{"2027-10-01T24:00:00Z", false}, // the shape, but no such hour
-		{"2027-10-01t00:00:00z", false}, // RFC 3339 allows it; Go's parse does not, and 400 is safe
+		{"2027-10-01t00:00:00z", true},  // RFC 3339 allows it; Go's parse does not
+		{"2027-10-01t09:30:00.5+02:00", true},
+		{"2027-10-01T09:30:00.5+02:00z", false},
 		{"2027-10-01", false},
 		{"2027-10-01 00:00:00Z", false},
 		{"", false},
 	} {
-		if _, ok := parseDateTime(tc.in); ok != tc.ok {
+		got, ok := parseDateTime(tc.in)
+		if ok != tc.ok {
 			t.Errorf("%q: ok %v, want %v", tc.in, ok, tc.ok)
+		}
+		if want, err := time.Parse(time.RFC3339Nano, strings.ToUpper(tc.in)); ok && (err != nil || !got.Equal(want)) {
+			t.Errorf("%q: %v, want %v (%v)", tc.in, got, want, err)
 		}
 	}
 }

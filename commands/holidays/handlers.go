@@ -66,8 +66,8 @@ func cleanReason(v commands.Validation, reason *string) string {
 	switch n := utf8.RuneCountInString(r); {
 	case !utf8.ValidString(r):
 		v.Add("reason", "The reason is not valid UTF-8.")
-	case n == 0:
-		v.Add("reason", "The reason must not be empty.")
+	case n == 0 || !strings.ContainsFunc(r, visible):
+		v.Add("reason", "The reason must not be empty.") // nor made of invisible marks alone (U+200B)
 	case n > MaxReasonLen:
 		v.Add("reason", fmt.Sprintf("The reason is too long: at most %d characters.", MaxReasonLen))
 	case strings.ContainsFunc(r, unicode.IsControl): // C0, DEL and C1 (U+009B is a terminal's CSI)
@@ -77,6 +77,11 @@ func cleanReason(v commands.Validation, reason *string) string {
 	}
 	return r
 }
+
+// visible reports a character that shows: a letter, digit, punctuation or
+// symbol. A name of white space, zero-width spaces and joiners alone
+// shows as nothing in a calendar.
+func visible(c rune) bool { return unicode.In(c, unicode.L, unicode.N, unicode.P, unicode.S) }
 
 // bidiControl reports the embedding, override and isolate controls of
 // Unicode's bidirectional algorithm: in a calendar label they make the text

@@ -40,3 +40,26 @@ func TestReasonRefusesControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestReasonMustShow: a reason of white space and invisible marks alone
+// shows as nothing; one with any letter, digit or sign is kept as sent.
+func TestReasonMustShow(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		ok     bool
+	}{
+		{"\u200b\u200b", false},
+		{" \u200d\u2060\ufeff ", false},
+		{"\u200b", false},
+		{"Day\u200boff", true},
+		{"7", true},
+		{"🎉", true},
+		{"—", true},
+	} {
+		v := commands.Validation{}
+		cleanReason(v, &tc.reason)
+		if ok := len(v["reason"]) == 0; ok != tc.ok {
+			t.Errorf("%+q: accepted %v, want %v", tc.reason, ok, tc.ok)
+		}
+	}
+}

@@ -2,8 +2,10 @@ package notifications
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"astro/commands"
+	"astro/commands/storable"
 	"astro/events"
 )
 
@@ -24,6 +26,12 @@ func checkData(d []byte, v commands.Validation) {
 		key := "data." + name
 		isUUID, known := events.DataField(name)
 		if !known {
+			if field, ok := events.DataFieldName(name); ok && fields[field] != nil {
+				// Another spelling of a field sent too: the api names a
+				// field in any case only when it is spelt once.
+				v.Add(key, fmt.Sprintf(storable.MsgSameField, field, name))
+				continue
+			}
 			v.Add(key, "Unknown field: data holds only "+events.DataFieldNames+".")
 			continue
 		}

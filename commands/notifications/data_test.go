@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"astro/commands"
@@ -35,6 +36,7 @@ func TestSendDataFollowsNotificationDataDto(t *testing.T) {
 		{"unknown field", `{"marker":"x"}`, []string{"data.marker"}},
 		{"field names are case-sensitive", `{"TaskId":"` + id + `"}`, []string{"data.TaskId"}},
 		{"several", `{"taskId":1,"projectId":"` + id + `","x":true}`, []string{"data.taskId", "data.x"}},
+		{"one field spelt twice", `{"taskName":"a","TaskName":"b"}`, []string{"data.TaskName"}},
 		{"not an object", `[1]`, []string{"data"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,6 +59,11 @@ func TestSendDataFollowsNotificationDataDto(t *testing.T) {
 			slices.Sort(got)
 			if !slices.Equal(got, tc.fields) {
 				t.Fatalf("fields %v, want %v (%v)", got, tc.fields, e.Fields)
+			}
+			for f, msgs := range e.Fields {
+				if unknown := strings.HasPrefix(msgs[0], "Unknown field"); unknown != (tc.name == "unknown field" || f == "data.TaskId" || f == "data.x") {
+					t.Errorf("%s: %q", f, msgs[0])
+				}
 			}
 		})
 	}
