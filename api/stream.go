@@ -276,6 +276,20 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	sw := s.startEvents(w, a.ws)
+	// A write under way when the server shuts down gets the goodbye's
+	// deadline at once: a client that stopped reading would else hold the
+	// shutdown for the whole grace, and every request then cut off.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-s.streams.closing:
+			sw.mu.Lock()
+			_ = sw.rc.SetWriteDeadline(time.Now().Add(goodbyeTimeout))
+			sw.mu.Unlock()
+		case <-done:
+		}
+	}()
 	// Reconnect after a second when the server ends the stream (a restart).
 	sw.raw("retry: 1000\n\n")
 	if s.catchUp(ctx, sw, a.subject, fold) {
@@ -398,7 +412,8 @@ func (s *Server) startEvents(w http.ResponseWriter, ws string) *sseWriter {
 	// its own, so a client that stops reading cannot hold it forever.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
-	sw := &sseWriter{w: w, rc: rc, timeout: 2 * s.cfg.Streams.Heartbeat, id: func(seq uint64) string { return s.seal.Seal(ws, InboxPositions, seq) }}
+	sw := &sseWriter{w: w, rc: rc, timeout: 2 * s.cfg.Streams.Heartbeat, closing: s.streams.closing,
+		id: func(seq uint64) string { return s.seal.Seal(ws, InboxPositions, seq) }}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -622,15 +637,31 @@ type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	closing <-chan struct{}         // closed when the server shuts down
 	id      func(seq uint64) string // an event's id, its position sealed
 	err     error
+	// mu orders a write's deadline with the one the shutdown sets, so
+	// that none is set longer after it.
+	mu sync.Mutex
 }
+
+// goodbyeTimeout bounds a stream's writes once the server shuts down.
+const goodbyeTimeout = time.Second
 
 func (sw *sseWriter) raw(s string) {
 	if sw.err != nil {
 		return
 	}
-	if sw.err = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); sw.err == nil {
+	timeout := sw.timeout
+	sw.mu.Lock()
+	select {
+	case <-sw.closing:
+		timeout = goodbyeTimeout
+	default:
+	}
+	sw.err = sw.rc.SetWriteDeadline(time.Now().Add(timeout))
+	sw.mu.Unlock()
+	if sw.err == nil {
 		_, sw.err = sw.w.Write([]byte(s))
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -640,6 +643,39 @@ func TestNotificationStreamEndsOnShutdown(t *testing.T) {
 	case <-stopped:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the service did not stop with a stream open")
+	}
+}
+
+// TestAStalledStreamDoesNotHoldTheShutdown: a client that stopped reading
+// (a phone gone from the network) while its inbox was busy leaves a write
+// of its stream blocked on a full socket. A shutdown ends it within a
+// second, not at its write's deadline (twice the heartbeat, 30 s): before,
+// it held the shutdown past its grace, and the service cut every request
+// off and exited 1 (stop fails the test then).
+func TestAStalledStreamDoesNotHoldTheShutdown(t *testing.T) {
+	s := startService(t, func(env map[string]string) { env["ASTRO_SHUTDOWN_GRACE"] = "5s" })
+	alice := token(t, "alice", "w1")
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024) })
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: astro\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", streamPath, alice)
+	// More than the socket's buffers hold (the kernel's send buffer grows
+	// to 4 MiB), and never read.
+	svc := sender(t, "w1")
+	body := sendBody("alice")
+	body["message"] = strings.Repeat("m", 10000)
+	for range 600 {
+		s.call("POST", sendPath, svc, body).want(t, 200)
+	}
+	start := time.Now()
+	s.stop()
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("the stop took %v with a stalled stream", took)
 	}
 }
 
