@@ -63,7 +63,11 @@ type Config struct {
 	RateLimiter *api.RateLimiter
 	// Workers is how many sends an instance answers at once; default 32.
 	Workers int
-	Logger  *slog.Logger
+	// MaxBodyBytes bounds a send's payload, as the HTTP API bounds a
+	// body (give it the same); default 256 KiB. NATS itself takes up to
+	// its max_payload, 1 MiB by default.
+	MaxBodyBytes int
+	Logger       *slog.Logger
 }
 
 // Server answers command messages.
@@ -82,6 +86,9 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 32
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 256 << 10
 	}
 	return &Server{nc: nc, cfg: cfg}, nil
 }
@@ -147,6 +154,9 @@ func (s *Server) send(ctx context.Context, m *nats.Msg) {
 		// Before any work, a replay's included, as on HTTP. The reply has
 		// no headers: the wait HTTP gives in Retry-After is in the message.
 		_, err = s.cfg.RateLimiter.Take(caller.WorkspaceID, caller.UserID)
+	}
+	if err == nil && len(m.Data) > s.cfg.MaxBodyBytes {
+		err = commands.Errorf(commands.ETooLarge, "The body is too large: at most %d bytes.", s.cfg.MaxBodyBytes)
 	}
 	var claim *idempotency.Claim
 	if err == nil && caller.IdempotencyKey != "" && s.cfg.Idempotency != nil {

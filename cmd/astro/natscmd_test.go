@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +71,12 @@ func TestSendOverNATS(t *testing.T) {
 		if field != "" && len(env.Error.ValidationErrors[field]) == 0 {
 			t.Fatalf("%s: no validationErrors.%s", body, field)
 		}
+	}
+	// A body past HTTP's bound is refused as over HTTP, not taken up to
+	// NATS's own (1 MiB).
+	big := `{"recipientId":"alice","senderId":"00005fc0-0000-4000-8000-000000000002","notificationType":"t","subject":"` + strings.Repeat("s", 300<<10) + `"}`
+	if env := request(svc, big); env.StatusCode != "RequestEntityTooLarge" {
+		t.Fatalf("a 300 KiB send over NATS: %+v", env)
 	}
 	// The shared load generator's body: its ids named as over HTTP.
 	env = request(svc, `{"recipientId":"alice","senderId":"bob","notificationType":"task.assigned","subject":"New task","message":"Bob assigned you task 7","data":{"taskId":7}}`)

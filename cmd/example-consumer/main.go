@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -111,7 +112,7 @@ func streamFor(filters []string) (string, error) {
 }
 
 func run(url string, opts []nats.Option, since, name string, filters []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -136,9 +137,18 @@ func run(url string, opts []nats.Option, since, name string, filters []string) e
 	if err != nil {
 		return err
 	}
-	defer cc.Stop()
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		// Let the handler under way finish and acknowledge: an effect done
+		// and not acknowledged is delivered again at the next start.
+		cc.Drain()
+		<-cc.Closed()
+		return nil
+	case <-cc.Closed():
+		// The durable consumer was deleted (or the connection closed): say
+		// so, rather than wait for deliveries that no longer come.
+		return fmt.Errorf("consumer %s closed; start again to create it from -since", name)
+	}
 }
 
 // consumer binds to the durable consumer name of filters' stream, and
