@@ -258,12 +258,19 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 		return err
 	}
 	self := events.Subject(ws, events.Aggregate{Kind: events.KindWorkspace, ID: ws})
+	// Each inbox's erasure is keyed to this erasure's event: run again (a
+	// retry, or the background finishing one cut short), it finds the
+	// InboxErased it appended before and cuts there, where appending
+	// another would take what the inbox received since. (An inbox this
+	// erasure had not reached when cut short is erased at its end.)
+	inboxBy := by
+	inboxBy.IdempotencyKey, inboxBy.Again = "workspace-erasure:"+out.ErasureID, true
 	for _, s := range inboxes {
 		_, a, err := events.ParseSubject(s)
 		if err != nil {
 			return err
 		}
-		res, err := x.inboxes.EraseInWorkspace(ctx, by, a.ID)
+		res, err := x.inboxes.EraseInWorkspace(ctx, inboxBy, a.ID)
 		if err != nil {
 			return err
 		}
@@ -353,7 +360,7 @@ func (x *Eraser) finishOne(ctx context.Context, s string, begunBefore time.Time)
 		return x.ledger.Done(ctx, s)
 	}
 	by := commands.Caller{WorkspaceID: ws, UserID: last.ActorID, Integration: last.Integration}
-	var out Receipt
+	out := Receipt{ErasureID: last.ID}
 	if err := x.finish(ctx, by, last.Seq, &out); err != nil {
 		return err
 	}

@@ -536,3 +536,38 @@ func TestASecondWorkspaceErasureKeepsTheFirstsRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestAFinishedWorkspaceErasureKeepsWhatErasedInboxesGotSince: an erasure
+// cut short after its first inbox, finished later, finds that inbox's
+// InboxErased and cuts there: a notification the inbox received in
+// between stays. Before, the finish appended another InboxErased at the
+// inbox's end and took it.
+func TestAFinishedWorkspaceErasureKeepsWhatErasedInboxesGotSince(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	send := func(user string) {
+		t.Helper()
+		appendTo(t, l, events.Aggregate{Kind: events.KindInbox, ID: user}, events.NotificationSent{NotificationID: events.NewID(time.Now()), RecipientID: user,
+			SenderID: "0000b0b0-0000-4000-8000-000000000001", NotificationType: "t", Subject: "s", CreateDate: time.Now().UTC()})
+	}
+	send("alice")
+	request, deadline := context.WithCancel(t.Context())
+	cut := eraserOn(t, cutAfter{Log: l, typ: (events.InboxErased{}).EventType(), deadline: deadline}, l)
+	dpo := commands.Caller{WorkspaceID: "w1", UserID: "dpo", Scopes: []string{ScopeErase}}
+	if _, err := cut.Workspace(request, dpo); err == nil {
+		t.Fatal("the erasure was not cut short")
+	}
+	send("alice") // after her inbox's erasure
+	if err := eraserOn(t, l, l).Finish(t.Context(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	if _, err := l.Read(t.Context(), events.Subject("w1", events.Aggregate{Kind: events.KindInbox, ID: "alice"}), 0, func(e events.Event) error {
+		kinds = append(kinds, e.Type)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"InboxErased", "NotificationSent"}; !slices.Equal(kinds, want) {
+		t.Fatalf("alice's inbox after the finish: %v, want %v", kinds, want)
+	}
+}
