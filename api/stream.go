@@ -279,9 +279,10 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) error {
 	// A write under way when the server shuts down gets the goodbye's
 	// deadline at once: a client that stopped reading would else hold the
 	// shutdown for the whole grace, and every request then cut off.
-	done := make(chan struct{})
-	defer close(done)
+	done, exited := make(chan struct{}), make(chan struct{})
+	defer func() { close(done); <-exited }() // the writer is the server's again once this returns
 	go func() {
+		defer close(exited)
 		select {
 		case <-s.streams.closing:
 			sw.mu.Lock()

@@ -236,12 +236,17 @@ func (s *Store) Begin(ctx context.Context, key, request string) (claim *Claim, r
 	// race or a full bucket: such a failure is waited out, not spun on in
 	// round trips until the deadline.
 	backoff := 25 * time.Millisecond
-	// A claim's writes go through whatever becomes of ctx: one cut short
-	// may still land, unanswered, and leave the key held by no one until
-	// ClaimTimeout, so that a client that went away mid-request would see
+	// A claim's writes go on when the caller goes away (ctx cancelled): one
+	// cut short may still land, unanswered, and leave the key held by no
+	// one until ClaimTimeout, so that a client that disconnected would see
 	// its retry wait, then answer 409. The caller settles the claim it
-	// gets, as after any request.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), MaxWrite)
+	// gets, as after any request. They still end at ctx's deadline, which
+	// bounds every request, an unreachable log's included.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(MaxWrite)
+	}
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	for {
 		rec := Record{Request: fingerprint, Pending: true, ClaimedAt: s.cfg.Now().UTC()}
