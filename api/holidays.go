@@ -309,20 +309,21 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller
 	if err != nil {
 		return query.Scope{}, err
 	}
-	if sc, ok := s.cfg.Resources.Cached(c.WorkspaceID, mark, at); ok {
-		return sc, nil
+	// The workspace's erasure too: it takes every resource, and its
+	// removal of their events comes after its own event (long after, when
+	// cut short at its deadline), so until then the resources' last event
+	// is one from before it, and the scope remembered there is wrong.
+	// (Resource events after an erasure come after it in the log.)
+	erased, err := s.lastSeq(r, workspaceSubject(c))
+	if err != nil {
+		return query.Scope{}, err
 	}
-	wait := at
-	if at == 0 {
-		// No resource event in the log: the workspace never had one, or its
-		// erasure removed them all, and then the read model must have
-		// applied the erasure before it can show none. (Resource events
-		// after an erasure come after it in the log, so waiting for them
-		// covers it.)
-		if wait, err = s.lastSeq(r, workspaceSubject(c)); err != nil {
-			return query.Scope{}, err
+	if erased < at {
+		if sc, ok := s.cfg.Resources.Cached(c.WorkspaceID, mark, at); ok {
+			return sc, s.checkMinPosition(r) // as await checks it
 		}
 	}
+	wait := max(at, erased)
 	if err := s.await(w, r, s.cfg.HolidaysProjected, wait); err != nil {
 		return query.Scope{}, err
 	}

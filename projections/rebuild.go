@@ -805,15 +805,27 @@ func (rb *rebuild) switchOver(ctx context.Context) (bool, error) {
 		rb.log.Info("a first batch of the live projector came before the switch; trying again")
 		return false, nil
 	}
+	// What is left of the new read model's schema (its checkpoint, the
+	// other models' tables) goes with the switch: left for after the
+	// commit, a stop in between left a schema that looked like a rebuild
+	// to resume, without this model's tables, and every later run failed.
+	if _, err := tx.ExecContext(ctx, `DROP SCHEMA `+rb.build+` CASCADE`); err != nil {
+		return false, fmt.Errorf("switch: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("switch: %w", err)
 	}
 	rb.moveTo(to)
 	rb.res.Switched, rb.res.Elapsed = true, time.Since(rb.start)
 	rb.report("switched", true)
-	// The old tables and the emptied schema: the next run drops them if
-	// this fails.
-	if _, err := rb.db.ExecContext(ctx, `DROP SCHEMA `+rb.retired+` CASCADE; DROP SCHEMA `+rb.build+` CASCADE`); err != nil {
+	// A switch changes the read model where the log does not move, as a
+	// redrive does (forced, or over a read model that had diverged):
+	// every instance forgets what it remembered of it.
+	if err := rb.js.Conn().Publish(RedrivenSubject(rb.m.Name()), nil); err != nil {
+		rb.log.Warn("tell the instances to forget the replaced read model", "err", err)
+	}
+	// The old tables: the next run drops them if this fails.
+	if _, err := rb.db.ExecContext(ctx, `DROP SCHEMA `+rb.retired+` CASCADE`); err != nil {
 		rb.log.Warn("drop the replaced read model", "err", err)
 	}
 	return true, nil

@@ -134,6 +134,16 @@ func newApp(ctx context.Context, cfg Config, inf *infra, log *slog.Logger) (*app
 			return nil, fmt.Errorf("subscribe to %s redrives: %w", name, err)
 		}
 	}
+	// Those messages are NATS's at most once: one sent while this
+	// instance reconnected is lost, so a reconnect forgets it all too.
+	reconnected := nc.Opts.ReconnectedCB
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		if reconnected != nil {
+			reconnected(c)
+		}
+		notifQueries.Forget()
+		resourceQueries.Forget()
+	})
 	compactions, err := query.NewCompactions(ctx, db)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"astro/api"
+	"astro/events"
 )
 
 type holidayDto struct {
@@ -412,5 +413,28 @@ func TestConcurrentRenames(t *testing.T) {
 	}
 	if got := s.holiday(alice, h.ID).Reason; got != hist[n].NewReason {
 		t.Fatalf("final name %q, last in history %q", got, hist[n].NewReason)
+	}
+}
+
+// TestAHolidayWriteAnswersAfterAnErasuresEvent: a workspace's erasure
+// removes its resources' events after its own event, long after when cut
+// short at its deadline. A create in between answered the resources in
+// scope from memory, as of their last event, while the read model (and a
+// GET right after) already had none.
+func TestAHolidayWriteAnswersAfterAnErasuresEvent(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	hr := token(t, "hr-sync", "w1", "resources:write")
+	s.call("PUT", "/api/data/resources/"+idOf("r1"), hr, map[string]any{"name": "R", "countryCode": "GB", "isActive": true}).want(t, 200)
+	if first := s.createHoliday(alice, map[string]any{"reason": "A", "type": "global", "dateFrom": "2027-01-01", "dateTo": "2027-01-01"}); len(first.resourceIDs()) != 1 {
+		t.Fatalf("before the erasure a create answered %v, want r1", first.resourceIDs())
+	}
+	// The erasure's event, its removals not run yet.
+	ws := events.Aggregate{Kind: events.KindWorkspace, ID: "w1"}
+	appendAsWritten(t, s, "WorkspaceErased", 1, ws, 0, `{"erasureId":"`+events.NewID(time.Now())+`","holidays":1,"resources":1,"inboxes":0}`)
+	second := s.createHoliday(alice, map[string]any{"reason": "B", "type": "global", "dateFrom": "2027-02-01", "dateTo": "2027-02-01"})
+	got := s.holiday(alice, second.ID)
+	if len(second.resourceIDs()) != 0 || len(got.resourceIDs()) != 0 {
+		t.Fatalf("after the erasure's event a create answered %v, and a GET right after %v; want none", second.resourceIDs(), got.resourceIDs())
 	}
 }

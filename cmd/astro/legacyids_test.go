@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,5 +260,34 @@ func TestLegacyNULIsServed(t *testing.T) {
 	s.waitCompacted("alice")
 	if err := served(); err != nil {
 		t.Fatalf("after the compaction: %v", err)
+	}
+}
+
+// TestPageAfterADeletedLegacyNotification: a page after a notification an
+// older Astro logged with its id in upper case, and the user deleted since,
+// is cut where the log had it, as for today's ids. Before, the log was
+// searched for the id in lower case only, and the page answered 400 "lastId
+// is not one of your notifications" to a client scrolling on.
+func TestPageAfterADeletedLegacyNotification(t *testing.T) {
+	s := startService(t)
+	alice := token(t, "alice", "w1")
+	inbox := events.Aggregate{Kind: events.KindInbox, ID: "alice"}
+	var at uint64
+	var ids []string
+	for i := range 3 {
+		id := strings.ToUpper(events.NewID(time.Now()))
+		ids = append(ids, strings.ToLower(id))
+		at = appendAsWritten(t, s, "NotificationSent", 1, inbox, at, fmt.Sprintf(`{"notificationId":"%s","recipientId":"alice","senderId":"bob",`+
+			`"notificationType":"task","subject":"s","message":"m","data":{},"createDate":"2026-01-01T00:00:0%dZ"}`, id, i))
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if p := s.page(alice, "?asFlatList=true"); len(p.Items) != 3 {
+			return fmt.Errorf("%d of the 3 legacy notifications listed", len(p.Items))
+		}
+		return nil
+	})
+	s.call("DELETE", "/api/data/notifications/delete/"+ids[1], alice, nil).want(t, 200)
+	if p := s.page(alice, "?asFlatList=true&lastId="+ids[1]); len(p.Items) != 1 || p.Items[0].ID != ids[0] {
+		t.Fatalf("the page after the deleted one: %+v, want the oldest, %s", p.Items, ids[0])
 	}
 }

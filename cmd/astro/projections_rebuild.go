@@ -48,8 +48,23 @@ func projectionsRebuild(ctx context.Context, args []string, getenv func(string) 
 		fs.Usage()
 		return errors.New("projections rebuild: want one read model's name")
 	}
+	// The log first: with no service running it takes the data
+	// directory's lock (with --nats-url the log is elsewhere, and the lock
+	// is taken below), so that no service starts on the directory while
+	// this runs and takes over the PostgreSQL started below, which dies
+	// with this tool.
+	evlog, _, closeLog, err := openLog(ctx, client)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	url := *dbURL
 	if url == "" {
+		if client.URL != "" {
+			if release, err := lockDataDir(client.DataDir); err == nil {
+				defer release()
+			} // else the service runs, and its PostgreSQL is the one found
+		}
 		// The running service's private PostgreSQL, found through its pid
 		// file; started if the service is not running, and then stopped
 		// with this tool (it dies with its parent).
@@ -90,12 +105,6 @@ func projectionsRebuild(ctx context.Context, args []string, getenv func(string) 
 	if err != nil {
 		return err
 	}
-	evlog, _, closeLog, err := openLog(ctx, client)
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-
 	bar := progressPrinter(stdout)
 	res, err := projections.Rebuild(ctx, evlog.JetStream(), db, m, projections.RebuildConfig{
 		Stream: evlog.Stream(kind), Batch: *batch, Force: *force, Wait: *wait,

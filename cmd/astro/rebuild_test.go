@@ -61,10 +61,33 @@ func TestProjectionsRebuildCommand(t *testing.T) {
 	if p := s.page(alice, ""); p.Items[0].Subject != "tampered" {
 		t.Fatalf("a rebuild that disagrees switched: %+v", p.Items[0])
 	}
+	// Counts gone wrong too, and remembered so by this instance: it reads
+	// them again on a redrive's word.
+	if _, err := db.Exec(`UPDATE notification_counts SET unread = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.connectNATS().Publish(projections.RedrivenSubject("notifications"), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if n := s.unread(alice); n != 0 {
+			return fmt.Errorf("the tampered count reads %d", n)
+		}
+		return nil
+	})
 	out, err = astroCommand(t, s.env, "projections", "rebuild", "--force", "notifications")
 	if err != nil || !strings.Contains(out, "switched notifications") || !strings.Contains(out, "tampered") {
 		t.Fatalf("forced rebuild: %v\n%s", err, out)
 	}
+	// The switch tells every instance to forget what it remembered of the
+	// replaced read model: before, the tampered count stayed in memory
+	// until the inbox next changed.
+	waitFor(t, 10*time.Second, func() error {
+		if n := s.unread(alice); n != 4 {
+			return fmt.Errorf("after the forced switch unreadcount reads %d, want 4", n)
+		}
+		return nil
+	})
 	if p := s.page(alice, ""); p.Items[0].Subject != "Task assigned" || p.TotalCount != 4 {
 		t.Fatalf("after the forced switch: %+v", p)
 	}

@@ -31,10 +31,14 @@ func TestUpcastHolidayCreatedV1(t *testing.T) {
 		v1Fields     string // the v1 payload's fields beside holidayId and the common ones
 		wantCountry  []string
 		wantResource []string
+		logged       []string // the event's countryIds, as the history shows them
 	}{
-		{"country", "country", `"countryId":"GB","resourceIds":[]`, []string{"GB"}, idsOf("r-gb")},
-		{"global with an empty countryId", "global", `"countryId":"","resourceIds":[]`, []string{}, idsOf("r-de", "r-gb")},
-		{"people without countryId", "people", `"resourceIds":["` + idOf("r-de") + `"]`, []string{}, idsOf("r-de")},
+		{"country", "country", `"countryId":"GB","resourceIds":[]`, []string{"GB"}, idsOf("r-gb"), []string{"GB"}},
+		{"global with an empty countryId", "global", `"countryId":"","resourceIds":[]`, []string{}, idsOf("r-de", "r-gb"), []string{}},
+		{"people without countryId", "people", `"resourceIds":["` + idOf("r-de") + `"]`, []string{}, idsOf("r-de"), []string{}},
+		// v1 took a country on any type: shown only for a country holiday,
+		// by every reader, asOf's included (it showed it).
+		{"global naming a country", "global", `"countryId":"GB","resourceIds":[]`, []string{}, idsOf("r-de", "r-gb"), []string{"GB"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,8 +76,8 @@ func TestUpcastHolidayCreatedV1(t *testing.T) {
 				t.Fatalf("history: %+v", hist)
 			}
 			var countries []string
-			if err := json.Unmarshal(hist[0].Data["countryIds"], &countries); err != nil || !slices.Equal(countries, c.wantCountry) {
-				t.Fatalf("history data countryIds %s (%v), want %v", hist[0].Data["countryIds"], err, c.wantCountry)
+			if err := json.Unmarshal(hist[0].Data["countryIds"], &countries); err != nil || !slices.Equal(countries, c.logged) {
+				t.Fatalf("history data countryIds %s (%v), want %v", hist[0].Data["countryIds"], err, c.logged)
 			}
 			if _, ok := hist[0].Data["countryId"]; ok {
 				t.Fatalf("history data still has the v1 countryId: %v", hist[0].Data)

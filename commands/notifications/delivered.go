@@ -41,7 +41,7 @@ func DeliveredAt(ctx context.Context, log History, subject string, id events.UUI
 
 // eachDelivered calls fn for each notification the history of subject
 // delivers, in order, skipping events whose data does not contain naming
-// (all, when nil) without decoding them.
+// (lower case; all, when nil) in any case without decoding them.
 func eachDelivered(ctx context.Context, log History, subject string, naming []byte, fn func(events.UUID, events.CompactedNotification)) error {
 	err := log.ReadAll(ctx, subject, func(e events.Event) error {
 		switch e.Type {
@@ -49,7 +49,9 @@ func eachDelivered(ctx context.Context, log History, subject string, naming []by
 		default:
 			return nil // no content
 		}
-		if naming != nil && !bytes.Contains(e.Data, naming) {
+		// An older Astro logged ids as they came, in either case: one
+		// that does not show as named may still be it.
+		if naming != nil && !bytes.Contains(e.Data, naming) && !bytes.Contains(bytes.ToLower(e.Data), naming) {
 			return nil
 		}
 		p, err := events.Decode(e)

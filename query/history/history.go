@@ -198,9 +198,17 @@ func (h *Holidays) AsOf(ctx context.Context, workspaceID, id string, at time.Tim
 	// in today's forms, whatever an older Astro wrote.
 	normal := created.Normal()
 	created = &normal
-	dto := query.HolidayDetailDto{
-		ID: id, Reason: reason, Type: created.Type, DateFrom: &created.DateFrom, DateTo: &created.DateTo,
-		CountryID: append([]string{}, created.CountryIDs...), Resources: []query.HolidayResourceDto{},
+	// Shaped as a GET shapes it: no date is null, and countries are a
+	// country holiday's only (an older Astro's global holiday may name one).
+	dto := query.HolidayDetailDto{ID: id, Reason: reason, Type: created.Type, CountryID: []string{}, Resources: []query.HolidayResourceDto{}}
+	if created.DateFrom != "" {
+		dto.DateFrom = &created.DateFrom
+	}
+	if created.DateTo != "" {
+		dto.DateTo = &created.DateTo
+	}
+	if created.Type == events.HolidayCountry {
+		dto.CountryID = append(dto.CountryID, created.CountryIDs...)
 	}
 	if created.Type == events.HolidayPeople {
 		for _, r := range created.ResourceIDs {
