@@ -103,3 +103,39 @@ func (r *Runner) upgrade(ctx context.Context, m Model, from int) {
 		}
 	}
 }
+
+// standbyCheck is what a standby knows of whether the log holds the
+// history of the read model it follows. The instance that writes finds
+// out at its start (check) and rebuilds the read model, not ready
+// meanwhile; a standby would stay ready on the read model the log no
+// longer backs, and its reads would wait for nothing (the checkpoint is
+// past positions the log gives again). So it compares too, at most once a
+// second: a stream info, and a get of the checkpoint's event.
+type standbyCheck struct {
+	at  time.Time
+	why string
+}
+
+// diverged says why the log does not back checkpoint c, as last found.
+// A log that does not answer keeps the last answer: its own outage makes
+// the instance unready by other ways.
+func (f *standbyCheck) diverged(ctx context.Context, r *Runner, c checkpoint) string {
+	if time.Since(f.at) < time.Second {
+		return f.why
+	}
+	f.at = time.Now()
+	stream, err := r.js.Stream(ctx, r.cfg.Stream)
+	if err != nil {
+		return f.why
+	}
+	why, err := diverged(ctx, stream, stream.CachedInfo(), c)
+	if err != nil {
+		return f.why
+	}
+	if why != "" && f.why == "" {
+		r.cfg.Logger.Error("the log does not hold the history of the read model this standby follows; not ready until the writing instance has rebuilt it",
+			"reason", why, "checkpoint", c.Seq)
+	}
+	f.why = why
+	return why
+}

@@ -289,6 +289,7 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 	// and wrote a warning twenty times a second per projector.
 	const poll, maxWait = 50 * time.Millisecond, 5 * time.Second
 	wait, lastErr := poll, ""
+	var follow standbyCheck
 	for logged := false; ; {
 		conn, err := r.db.Connx(ctx)
 		if err == nil {
@@ -325,11 +326,16 @@ func (r *Runner) lock(ctx context.Context) (*sqlx.Conn, error) {
 				logged = true
 			}
 		}
-		if pos, err := r.checkpoint(ctx); err == nil {
-			r.reset(pos) // back too, after a rebuild of the writing instance
+		if c, err := readCheckpoint(ctx, r.db, "projector_checkpoints", r.p.Name()); err == nil {
+			r.reset(c.Seq) // back too, after a rebuild of the writing instance
 			r.following.Store(true)
-			r.setReady(true)
-			r.setState(StateStandby)
+			if why := follow.diverged(ctx, r, c); why != "" {
+				r.setReady(false)
+				r.setState(StateDiverged)
+			} else {
+				r.setReady(true)
+				r.setState(StateStandby)
+			}
 		}
 		select {
 		case <-ctx.Done():

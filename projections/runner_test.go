@@ -529,3 +529,41 @@ func (f fixture) stream(t *testing.T, p projections.Projector) jetstream.Stream 
 	}
 	return st
 }
+
+// TestAStandbyIsNotReadyOnAReadModelTheLogDoesNotHold: the log lost the
+// tail the read model applied (restored from an older backup). The
+// writing instance finds out when it starts, and rebuilds, not ready; a
+// standby answered ready all the while, from a read model with events the
+// log no longer has, and its reads waited for nothing.
+func TestAStandbyIsNotReadyOnAReadModelTheLogDoesNotHold(t *testing.T) {
+	f := newFixture(t)
+	last := f.history(t, 5)
+	db := migrated(t)
+	p := notificationsProjector(t, db)
+	writer, stopWriter := start(t, f, db, p, 50)
+	defer stopWriter()
+	caughtUp(t, writer, last)
+	standby, stopStandby := start(t, f, db, notificationsProjector(t, db), 50)
+	defer stopStandby()
+	waitFor(t, 10*time.Second, func() error {
+		if !standby.Ready() || standby.State() != projections.StateStandby {
+			return fmt.Errorf("the standby is %s, ready %v", standby.State(), standby.Ready())
+		}
+		return nil
+	})
+
+	db.MustExec(`UPDATE projector_checkpoints SET seq = $2 WHERE name = $1`, p.Name(), last+100) // past the log's end
+	waitFor(t, 10*time.Second, func() error {
+		if standby.Ready() || standby.State() != projections.StateDiverged {
+			return fmt.Errorf("the standby is %s, ready %v, on a checkpoint past the log's end", standby.State(), standby.Ready())
+		}
+		return nil
+	})
+	db.MustExec(`UPDATE projector_checkpoints SET seq = $2 WHERE name = $1`, p.Name(), last) // the writer's rebuild, done
+	waitFor(t, 10*time.Second, func() error {
+		if !standby.Ready() || standby.State() != projections.StateStandby {
+			return fmt.Errorf("the standby is %s, ready %v, once the read model is the log's again", standby.State(), standby.Ready())
+		}
+		return nil
+	})
+}
