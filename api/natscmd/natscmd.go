@@ -135,6 +135,14 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// What waits for a worker waits in the subscription's queue, which by
+	// default holds half a million messages or 64 MiB: more than the
+	// service's whole memory limit. Past this, NATS drops sends (a slow
+	// consumer), and their senders time out and retry, as when the
+	// service is away.
+	if err := sub.SetPendingLimits(64*s.cfg.Workers, 16<<20); err != nil {
+		return err
+	}
 	<-ctx.Done()
 	err = sub.Unsubscribe()
 	mu.Lock()
