@@ -318,7 +318,7 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller
 	if err != nil {
 		return query.Scope{}, err
 	}
-	if erased < at {
+	if erased < at || erased == 0 {
 		if sc, ok := s.cfg.Resources.Cached(c.WorkspaceID, mark, at); ok {
 			return sc, s.checkMinPosition(r) // as await checks it
 		}

@@ -24,6 +24,10 @@ type PositionStream byte
 const (
 	InboxPositions   PositionStream = 1 // notification writes, the notification stream's ids
 	HistoryPositions PositionStream = 2 // holiday and resource writes, a history's entries
+	// anyPositions is a position sealed before positions named their
+	// stream: still taken, as any stream's, so that tokens given out
+	// before a deploy (and by an older instance during one) keep working.
+	anyPositions PositionStream = 0
 )
 
 // kind is an event kind of the stream, for the log's calls.
@@ -73,7 +77,9 @@ const sealedLen = 22
 
 func (p *PositionSeal) tag(workspaceID string, stream PositionStream) []byte {
 	m := hmac.New(sha256.New, p.tags)
-	m.Write([]byte{byte(stream)})
+	if stream != anyPositions {
+		m.Write([]byte{byte(stream)})
+	}
 	m.Write([]byte(workspaceID))
 	return m.Sum(nil)[:8]
 }
@@ -91,20 +97,29 @@ func (p *PositionSeal) Seal(workspaceID string, stream PositionStream, seq uint6
 }
 
 // Open is the position token stands for, if Seal gave it for workspaceID
-// and stream.
+// and stream, or for workspaceID before positions named their stream.
 func (p *PositionSeal) Open(workspaceID string, stream PositionStream, token string) (uint64, bool) {
+	seq, of, ok := p.open(workspaceID, token, stream)
+	return seq, ok && (of == stream || of == anyPositions)
+}
+
+// open is the position token stands for and the stream Seal gave it for,
+// among streams and an older seal's (anyPositions), if any.
+func (p *PositionSeal) open(workspaceID, token string, streams ...PositionStream) (uint64, PositionStream, bool) {
 	if len(token) != sealedLen {
-		return 0, false
+		return 0, 0, false
 	}
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil || len(b) != aes.BlockSize {
-		return 0, false
+		return 0, 0, false
 	}
 	p.block.Decrypt(b, b)
-	if !hmac.Equal(b[8:], p.tag(workspaceID, stream)) {
-		return 0, false
+	for _, stream := range append(streams, anyPositions) {
+		if hmac.Equal(b[8:], p.tag(workspaceID, stream)) {
+			return binary.BigEndian.Uint64(b[:8]), stream, true
+		}
 	}
-	return binary.BigEndian.Uint64(b[:8]), true
+	return 0, 0, false
 }
 
 // minPositionKey keys the position a read was asked to reach, opened.
@@ -124,10 +139,8 @@ func (s *Server) withMinPosition(r *http.Request, c commands.Caller) (*http.Requ
 	if v == "" {
 		return r, nil
 	}
-	for _, stream := range []PositionStream{InboxPositions, HistoryPositions} {
-		if seq, ok := s.seal.Open(c.WorkspaceID, stream, v); ok {
-			return r.WithContext(context.WithValue(r.Context(), minPositionKey{}, position{stream, seq})), nil
-		}
+	if seq, stream, ok := s.seal.open(c.WorkspaceID, v, InboxPositions, HistoryPositions); ok {
+		return r.WithContext(context.WithValue(r.Context(), minPositionKey{}, position{stream, seq})), nil
 	}
 	return r, commands.Invalid(map[string][]string{HeaderMinPosition: {"The position must be one a write's " + HeaderPosition + " header gave, in this workspace."}})
 }

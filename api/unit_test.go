@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +74,25 @@ func TestPositionSeal(t *testing.T) {
 		if _, ok := other.Open("w1", InboxPositions, tok); ok {
 			t.Errorf("position %d opened under another key", seq)
 		}
+	}
+	// A position sealed before positions named their stream (given out
+	// before a deploy, or by an older instance during one) opens as
+	// either stream's, in its workspace only.
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], 747)
+	copy(b[8:], seal.tag("w1", anyPositions))
+	seal.block.Encrypt(b[:], b[:])
+	legacy := base64.RawURLEncoding.EncodeToString(b[:])
+	for _, stream := range []PositionStream{InboxPositions, HistoryPositions} {
+		if got, ok := seal.Open("w1", stream, legacy); !ok || got != 747 {
+			t.Errorf("an older seal's position as stream %d: %d, %v", stream, got, ok)
+		}
+		if _, ok := seal.Open("w2", stream, legacy); ok {
+			t.Errorf("an older seal's position of w1 opened for w2")
+		}
+	}
+	if _, stream, ok := seal.open("w1", legacy, InboxPositions, HistoryPositions); !ok || stream != anyPositions {
+		t.Errorf("an older seal's position opened as stream %d, %v; want its stream untold", stream, ok)
 	}
 	for _, tok := range []string{"", "42", "-1", " ", "AAAAAAAAAAAAAAAAAAAAAA", seal.Seal("w1", InboxPositions, 5) + "=", "!!!!!!!!!!!!!!!!!!!!!!"} {
 		if got, ok := seal.Open("w1", InboxPositions, tok); ok {

@@ -124,6 +124,9 @@ func (f *standbyCheck) diverged(ctx context.Context, r *Runner, c checkpoint) st
 		return f.why
 	}
 	f.at = time.Now()
+	// Bounded: a slow log holds the lock loop, and with it the takeover.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	stream, err := r.js.Stream(ctx, r.cfg.Stream)
 	if err != nil {
 		return f.why

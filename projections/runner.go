@@ -942,6 +942,12 @@ func (r *Runner) commit(ctx context.Context, from uint64, evs []events.Event, ra
 			return err
 		}
 		r.cfg.Logger.Error("event parked", "seq", seq, "subject", m.Subject(), "reason", perr)
+		// A park waits for the disk, as an append does: many in a row
+		// would pass the session's bound on idling in a transaction
+		// (pgconn), and PostgreSQL would end the batch, again and again.
+		if _, err := tx.ExecContext(ctx, `SELECT 1`); err != nil {
+			return err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)

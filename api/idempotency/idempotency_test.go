@@ -346,8 +346,6 @@ func TestAnswersAreSealed(t *testing.T) {
 	}
 }
 
-// failingUpdates is a bucket whose Update fails, as a store refusing
-// writes does.
 // TestAClaimCutShortIsNotLost: a claim whose caller went away while its
 // write was under way (a client that disconnected) is the caller's, who
 // settles it, so a retry executes at once. The write used to end with the
@@ -388,6 +386,8 @@ func (c *cutAfterCreate) Create(ctx context.Context, key string, val []byte, opt
 	return rev, err
 }
 
+// failingUpdates is a bucket whose Update fails, as a store refusing
+// writes does.
 type failingUpdates struct {
 	jetstream.KeyValue
 	err     error

@@ -125,7 +125,7 @@ func (x *Eraser) Workspace(ctx context.Context, by commands.Caller) (Receipt, er
 	// erasure must not take; its receipt is the one that event records.
 	if by.Again && by.IdempotencyKey != "" {
 		if out, seq, ok, err := x.earlier(ctx, by, agg); err != nil || ok {
-			return x.finished(ctx, by, seq, out, err)
+			return x.finished(ctx, by, seq, true, out, err)
 		}
 	}
 	now := x.now().UTC().Truncate(time.Microsecond)
@@ -155,7 +155,7 @@ func (x *Eraser) Workspace(ctx context.Context, by commands.Caller) (Receipt, er
 		if errors.Is(err, events.ErrAlreadyAppended) {
 			// This request's first attempt, moments ago.
 			if out, seq, ok, err := x.earlier(ctx, by, agg); err != nil || ok {
-				return x.finished(ctx, by, seq, out, err)
+				return x.finished(ctx, by, seq, true, out, err)
 			}
 		}
 		if err != nil {
@@ -163,15 +163,16 @@ func (x *Eraser) Workspace(ctx context.Context, by commands.Caller) (Receipt, er
 		}
 		break
 	}
-	return x.finished(ctx, by, seq, out, nil)
+	return x.finished(ctx, by, seq, false, out, nil)
 }
 
-// finished finishes the erasure whose event is at seq, unless err.
-func (x *Eraser) finished(ctx context.Context, by commands.Caller, seq uint64, out Receipt, err error) (Receipt, error) {
+// finished finishes the erasure whose event is at seq, unless err; again
+// when it may have begun to before (see finish).
+func (x *Eraser) finished(ctx context.Context, by commands.Caller, seq uint64, again bool, out Receipt, err error) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	err = x.finish(ctx, by, seq, &out)
+	err = x.finish(ctx, by, seq, again, &out)
 	return out, err
 }
 
@@ -218,7 +219,12 @@ func (x *Eraser) count(ctx context.Context, ws string) (holidays, resources, inb
 // removed whole, and every resource and workspace event before seq
 // removed but the earlier erasures' own, with their snapshots and parked
 // copies.
-func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out *Receipt) error {
+//
+// again is a run that may follow another of the same erasure (a retry, or
+// the background finishing one cut short): it looks for the inboxes'
+// erasures that run appended, where a first run spares itself the read of
+// every inbox's history.
+func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, again bool, out *Receipt) error {
 	ws := by.WorkspaceID
 	// Holidays and resources first: a few subjects, quickly gone, where
 	// the inboxes can take minutes. Until they are, a holiday's history
@@ -264,7 +270,7 @@ func (x *Eraser) finish(ctx context.Context, by commands.Caller, seq uint64, out
 	// another would take what the inbox received since. (An inbox this
 	// erasure had not reached when cut short is erased at its end.)
 	inboxBy := by
-	inboxBy.IdempotencyKey, inboxBy.Again = "workspace-erasure:"+out.ErasureID, true
+	inboxBy.IdempotencyKey, inboxBy.Again = "workspace-erasure:"+out.ErasureID, again
 	for _, s := range inboxes {
 		_, a, err := events.ParseSubject(s)
 		if err != nil {
@@ -361,7 +367,7 @@ func (x *Eraser) finishOne(ctx context.Context, s string, begunBefore time.Time)
 	}
 	by := commands.Caller{WorkspaceID: ws, UserID: last.ActorID, Integration: last.Integration}
 	out := Receipt{ErasureID: last.ID}
-	if err := x.finish(ctx, by, last.Seq, &out); err != nil {
+	if err := x.finish(ctx, by, last.Seq, true, &out); err != nil {
 		return err
 	}
 	x.logger.Info("finished a workspace erasure cut short", "workspace", ws, "erasure", last.ID, "events", out.Events)
