@@ -18,12 +18,7 @@ var singletonHeaders = []string{"Authorization", "Idempotency-Key", "Content-Typ
 // may have checked another, as two Authorization headers of two users. The
 // same value repeated is that value. A comma-separated list is one value.
 func SingleHeader(h map[string][]string, name string) (string, error) {
-	var vs []string
-	for k, kvs := range h {
-		if strings.EqualFold(k, name) {
-			vs = append(vs, kvs...)
-		}
-	}
+	vs := headerValues(h, name)
 	if len(vs) == 0 {
 		return "", nil
 	}
@@ -36,13 +31,17 @@ func SingleHeader(h map[string][]string, name string) (string, error) {
 }
 
 // HeaderSent reports whether h holds name, in any case, even empty.
-func HeaderSent(h map[string][]string, name string) bool {
-	for k := range h {
+func HeaderSent(h map[string][]string, name string) bool { return len(headerValues(h, name)) > 0 }
+
+// headerValues is every value of name in h, whatever the case of its key.
+func headerValues(h map[string][]string, name string) []string {
+	var vs []string
+	for k, kvs := range h {
 		if strings.EqualFold(k, name) {
-			return true
+			vs = append(vs, kvs...)
 		}
 	}
-	return false
+	return vs
 }
 
 // headerError refuses every singleton header of h given more than once

@@ -212,7 +212,7 @@ func (s *Server) createHoliday(w http.ResponseWriter, r *http.Request, _ httprou
 		if err := s.await(w, r, s.cfg.HolidaysProjected, max(at, erased)); err != nil {
 			return err
 		}
-		scope, err := s.scope(w, r, c)
+		scope, err := s.scopeAfter(w, r, c, erased)
 		if err != nil {
 			return err
 		}
@@ -304,17 +304,23 @@ func (s *Server) seenScope(r *http.Request, c commands.Caller) (query.Scope, uin
 // database fails the request before anything is appended, never after;
 // usually memory has it as of the workspace's last resource event.
 func (s *Server) scope(w http.ResponseWriter, r *http.Request, c commands.Caller) (query.Scope, error) {
-	mark := s.cfg.Resources.Mark()
-	at, err := s.lastSeq(r, workspaceSubjects(c, events.KindResource))
-	if err != nil {
-		return query.Scope{}, err
-	}
 	// The workspace's erasure too: it takes every resource, and its
 	// removal of their events comes after its own event (long after, when
 	// cut short at its deadline), so until then the resources' last event
 	// is one from before it, and the scope remembered there is wrong.
 	// (Resource events after an erasure come after it in the log.)
 	erased, err := s.lastSeq(r, workspaceSubject(c))
+	if err != nil {
+		return query.Scope{}, err
+	}
+	return s.scopeAfter(w, r, c, erased)
+}
+
+// scopeAfter is scope for a caller that has just read erased, the last
+// position of the workspace's own subject (its erasures), itself.
+func (s *Server) scopeAfter(w http.ResponseWriter, r *http.Request, c commands.Caller, erased uint64) (query.Scope, error) {
+	mark := s.cfg.Resources.Mark()
+	at, err := s.lastSeq(r, workspaceSubjects(c, events.KindResource))
 	if err != nil {
 		return query.Scope{}, err
 	}

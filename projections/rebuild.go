@@ -697,24 +697,11 @@ func (rb *rebuild) apply(ctx context.Context, tx *sqlx.Tx, batch []*logged) (adv
 	if pos == rb.pos {
 		return advance{pos: rb.pos, eventID: rb.eventID}, nil
 	}
-	if len(evs) > 0 {
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT batch`); err != nil {
-			return advance{}, err
-		}
-		if err := rb.m.Apply(ctx, tx, evs); err != nil {
-			if !poisonous(err) {
-				return advance{}, err
-			}
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT batch`); err != nil {
-				return advance{}, err
-			}
-			poison, err := applyIsolated(ctx, tx, rb.m, evs)
-			if err != nil {
-				return advance{}, err
-			}
-			bad += len(poison)
-		}
+	poison, err := applyChunk(ctx, tx, rb.m, evs)
+	if err != nil {
+		return advance{}, err
 	}
+	bad += len(poison)
 	if bad > 0 {
 		rb.log.Warn("events left out, as the live projector parks them", "count", bad, "up_to", pos)
 	}

@@ -123,9 +123,7 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 	// The server ends such a session once it has been idle in a
 	// transaction this long. A server that does not know the setting
 	// (before 9.6) keeps its sessions as they were.
-	w = cn.watch(ctx)
-	_, err = pc.(driver.ExecerContext).ExecContext(ctx, `SET idle_in_transaction_session_timeout = '`+idleInTransaction+`'`, nil)
-	if err = w.end(err); err != nil && cn.isBroken() {
+	if _, err := cn.ExecContext(ctx, `SET idle_in_transaction_session_timeout = '`+idleInTransaction+`'`, nil); err != nil && cn.isBroken() {
 		_ = pc.Close()
 		return nil, err
 	}
